@@ -1,0 +1,70 @@
+/** Error codes the service raises on purpose; each maps to one HTTP status. */
+export const ERROR_STATUS = {
+  INVALID_REQUEST: 400,
+  INVALID_JSON: 400,
+  UNAUTHORIZED: 401,
+  FORBIDDEN: 403,
+  NOT_FOUND: 404,
+  SESSION_CONFLICT: 409,
+  PAYLOAD_TOO_LARGE: 413,
+  RATE_LIMITED: 429,
+  TOOL_AUTH_REQUIRED: 401,
+  NOT_IMPLEMENTED: 501,
+  SESSION_BUSY: 503,
+  UPSTREAM_UNAVAILABLE: 502,
+  INTERNAL: 500,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+/** OpenAI error `type` for each code. */
+const ERROR_TYPE: Record<ErrorCode, string> = {
+  INVALID_REQUEST: 'invalid_request_error',
+  INVALID_JSON: 'invalid_request_error',
+  UNAUTHORIZED: 'authentication_error',
+  FORBIDDEN: 'permission_error',
+  NOT_FOUND: 'not_found_error',
+  SESSION_CONFLICT: 'invalid_request_error',
+  PAYLOAD_TOO_LARGE: 'invalid_request_error',
+  RATE_LIMITED: 'rate_limit_error',
+  TOOL_AUTH_REQUIRED: 'tool_auth_required',
+  NOT_IMPLEMENTED: 'not_implemented_error',
+  SESSION_BUSY: 'server_busy_error',
+  UPSTREAM_UNAVAILABLE: 'upstream_error',
+  INTERNAL: 'server_error',
+};
+
+export type ServiceErrorOptions = {
+  param?: string | null;
+  cause?: unknown;
+  /** Extra fields placed in the OpenAI error object beside message/type/param/code. */
+  details?: Record<string, unknown>;
+  /** Response headers the gateway adds (e.g. Retry-After). */
+  headers?: Record<string, string>;
+};
+
+/** The one error class for what the service throws on purpose. */
+export class ServiceError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly type: string;
+  readonly param: string | null;
+  readonly details: Record<string, unknown>;
+  readonly headers: Record<string, string>;
+
+  constructor(code: ErrorCode, message: string, options: ServiceErrorOptions = {}) {
+    super(message, { cause: options.cause });
+    this.name = 'ServiceError';
+    this.code = code;
+    this.status = ERROR_STATUS[code];
+    this.type = ERROR_TYPE[code];
+    this.param = options.param ?? null;
+    this.details = options.details ?? {};
+    this.headers = options.headers ?? {};
+  }
+}
+
+/** True when `error` is a ServiceError. */
+export function isServiceError(error: unknown): error is ServiceError {
+  return error instanceof ServiceError;
+}
