@@ -5,6 +5,7 @@ export const ERROR_STATUS = {
   UNAUTHORIZED: 401,
   FORBIDDEN: 403,
   NOT_FOUND: 404,
+  GONE: 410,
   SESSION_CONFLICT: 409,
   PAYLOAD_TOO_LARGE: 413,
   RATE_LIMITED: 429,
@@ -12,6 +13,7 @@ export const ERROR_STATUS = {
   NOT_IMPLEMENTED: 501,
   SESSION_BUSY: 503,
   UPSTREAM_UNAVAILABLE: 502,
+  DATABASE_UNAVAILABLE: 503,
   INTERNAL: 500,
 } as const;
 
@@ -24,6 +26,7 @@ const ERROR_TYPE: Record<ErrorCode, string> = {
   UNAUTHORIZED: 'authentication_error',
   FORBIDDEN: 'permission_error',
   NOT_FOUND: 'not_found_error',
+  GONE: 'invalid_request_error',
   SESSION_CONFLICT: 'invalid_request_error',
   PAYLOAD_TOO_LARGE: 'invalid_request_error',
   RATE_LIMITED: 'rate_limit_error',
@@ -31,6 +34,7 @@ const ERROR_TYPE: Record<ErrorCode, string> = {
   NOT_IMPLEMENTED: 'not_implemented_error',
   SESSION_BUSY: 'server_busy_error',
   UPSTREAM_UNAVAILABLE: 'upstream_error',
+  DATABASE_UNAVAILABLE: 'server_busy_error',
   INTERNAL: 'server_error',
 };
 

@@ -1,0 +1,66 @@
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import convict from 'convict';
+import { parse as parseYaml } from 'yaml';
+import { McpServersSchema, type McpServerConfig } from './mcp-server-schema.js';
+import { configSchema, registerFormats, type ConfigValues } from './schema.js';
+
+/** The repository's default deployment file, used when CONFIG_FILE is not set. */
+export const DEFAULT_CONFIG_FILE = fileURLToPath(new URL('./default.yaml', import.meta.url));
+
+/** The service's settings, validated. */
+export type AppConfig = Omit<ConfigValues, 'mcp_servers'> & {
+  mcp_servers: Record<string, McpServerConfig>;
+  /** The deployment file the settings were read from. */
+  config_file: string;
+};
+
+/** A configuration that cannot start the service. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+let formatsRegistered = false;
+
+/**
+ * Reads the settings: schema defaults, then the YAML deployment file (`CONFIG_FILE`, else
+ * the repository's default file), then the environment. Throws a ConfigError naming the
+ * key of the first bad value.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
+  if (!formatsRegistered) {
+    registerFormats();
+    convict.addParser({ extension: ['yaml', 'yml'], parse: parseYaml });
+    formatsRegistered = true;
+  }
+  const configFile = env.CONFIG_FILE || DEFAULT_CONFIG_FILE;
+  if (!existsSync(configFile)) throw new ConfigError(`CONFIG_FILE: no such file ${configFile}`);
+  const environment = withAliases(env);
+  const config = convict(configSchema, { env: environment, args: [] });
+  try {
+    config.loadFile(configFile);
+    config.validate({ allowed: 'strict' });
+  } catch (error) {
+    throw new ConfigError(firstLine(error));
+  }
+  const properties = config.getProperties();
+  const servers = McpServersSchema.safeParse(properties.mcp_servers);
+  if (!servers.success) {
+    const issue = servers.error.issues[0]!;
+    throw new ConfigError(`mcp_servers.${issue.path.join('.')}: ${issue.message}`);
+  }
+  return { ...properties, mcp_servers: servers.data, config_file: configFile };
+}
+
+/** Environment names the schema does not map one-to-one: PORT stands in for APP_PORT. */
+function withAliases(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const environment = { ...env };
+  if (!environment.APP_PORT && environment.PORT) environment.APP_PORT = environment.PORT;
+  return environment;
+}
+
+function firstLine(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const line = message.split('\n').find((part) => part.trim() !== '') ?? message;
+  return line.replace(/^Error: /, '').trim();
+}

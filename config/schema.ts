@@ -1,0 +1,126 @@
+import convict from 'convict';
+
+/** Registers the formats the schema uses that convict does not ship. */
+export function registerFormats(): void {
+  convict.addFormat({
+    name: 'http-url',
+    validate(value: unknown) {
+      if (typeof value !== 'string' || !/^https?:\/\/[^\s/]+/.test(value) || !URL.canParse(value)) {
+        throw new Error('must be an http(s) URL');
+      }
+    },
+  });
+  convict.addFormat({
+    name: 'database-url',
+    validate(value: unknown) {
+      if (value === '') return;
+      if (typeof value !== 'string' || !URL.canParse(value) || !/^postgres(ql)?:$/.test(new URL(value).protocol)) {
+        throw new Error('must be empty (embedded database) or postgres://<user>:<password>@<host>:<port>/<database>');
+      }
+    },
+  });
+  convict.addFormat({
+    name: 'positive-int',
+    coerce: (value: unknown) => (typeof value === 'string' ? Number(value) : value),
+    validate(value: unknown) {
+      if (!Number.isInteger(value) || (value as number) <= 0) throw new Error('must be a positive integer');
+    },
+  });
+  convict.addFormat({
+    name: 'temperature',
+    coerce: (value: unknown) => (typeof value === 'string' ? Number(value) : value),
+    validate(value: unknown) {
+      if (typeof value !== 'number' || !(value >= 0 && value <= 2)) throw new Error('must be a number from 0 to 2');
+    },
+  });
+}
+
+/** The values the schema describes (checked against the schema by the compiler). */
+export type ConfigValues = {
+  app: { host: string; port: number; reload: boolean; system_prompt: string; body_limit: string; max_messages: number };
+  llm: {
+    base_url: string;
+    model: string;
+    api_key: string;
+    temperature: number;
+    max_tokens: number;
+    timeout_ms: number;
+    health_timeout_ms: number;
+    embedding_model: string;
+  };
+  database: { url: string; data_dir: string; pool_size: number };
+  memory: { user_id: string; use_long_term: boolean; short_term_turns: number; long_term_results: number; embedding_dimensions: number };
+  state: { graph_path: string; max_tool_rounds: number };
+  sessions: { cache_size: number; idle_ms: number; turn_wait_ms: number; write_wait_ms: number };
+  log: { level: string };
+  mcp_servers: Record<string, unknown>;
+};
+
+/** The convict schema: every setting, its default and its environment variable. */
+export const configSchema: convict.Schema<ConfigValues> = {
+  app: {
+    host: { doc: 'Address the service listens on.', format: String, default: '0.0.0.0', env: 'APP_HOST' },
+    port: { doc: 'Port the service listens on (PORT is read too).', format: 'port', default: 1111, env: 'APP_PORT' },
+    reload: { doc: 'Restart when source files change (development).', format: Boolean, default: false, env: 'APP_RELOAD' },
+    system_prompt: {
+      doc: 'Base system prompt, inserted as the first message of every context.',
+      format: String,
+      default: 'You are a helpful assistant.',
+      env: 'SYSTEM_PROMPT',
+    },
+    body_limit: { doc: 'Largest accepted request body.', format: String, default: '1mb', env: 'APP_BODY_LIMIT' },
+    max_messages: { doc: 'Most messages accepted in one chat request.', format: 'positive-int', default: 1000, env: 'APP_MAX_MESSAGES' },
+  },
+  llm: {
+    base_url: { doc: 'OpenAI-compatible LLM server, with its /v1.', format: 'http-url', default: 'http://localhost:30000/v1', env: 'LLM_BASE_URL' },
+    model: { doc: 'Model name sent to the LLM server.', format: String, default: 'default', env: 'LLM_MODEL' },
+    api_key: { doc: 'API key for the LLM server (a placeholder for local servers).', format: String, default: 'EMPTY', env: 'LLM_API_KEY', sensitive: true },
+    temperature: { doc: 'Default sampling temperature (0 to 2).', format: 'temperature', default: 0.7, env: 'LLM_TEMPERATURE' },
+    max_tokens: { doc: 'Default most tokens per reply.', format: 'positive-int', default: 1024, env: 'LLM_MAX_TOKENS' },
+    timeout_ms: { doc: 'Time-out of one LLM request, in ms.', format: 'positive-int', default: 120_000, env: 'LLM_TIMEOUT_MS' },
+    health_timeout_ms: { doc: 'Time-out of the health check towards the LLM server, in ms.', format: 'positive-int', default: 2000, env: 'LLM_HEALTH_TIMEOUT_MS' },
+    embedding_model: { doc: 'Embedding model for long-term memory.', format: String, default: 'default', env: 'LLM_EMBEDDING_MODEL' },
+  },
+  database: {
+    url: {
+      doc: 'PostgreSQL connection string; empty runs the embedded database in data_dir.',
+      format: 'database-url',
+      default: '',
+      env: 'DB_URL',
+      sensitive: true,
+    },
+    data_dir: { doc: 'Folder of the embedded database.', format: String, default: './data', env: 'DATA_DIR' },
+    pool_size: { doc: 'Connections in the PostgreSQL pool.', format: 'positive-int', default: 10, env: 'DB_POOL_SIZE' },
+  },
+  memory: {
+    user_id: { doc: 'User id when a request names none.', format: String, default: 'default_user', env: 'MEMORY_USER_ID' },
+    use_long_term: { doc: 'Long-term vector memory (pgvector).', format: Boolean, default: false, env: 'MEMORY_USE_LONG_TERM' },
+    short_term_turns: { doc: 'Stored turns placed in the context when a client sends only its new message.', format: 'positive-int', default: 20, env: 'MEMORY_SHORT_TERM_TURNS' },
+    long_term_results: { doc: 'Long-term memories recalled into a context.', format: 'positive-int', default: 5, env: 'MEMORY_LONG_TERM_RESULTS' },
+    embedding_dimensions: { doc: 'Dimensions of stored embeddings.', format: 'positive-int', default: 256, env: 'MEMORY_EMBEDDING_DIMENSIONS' },
+  },
+  state: {
+    graph_path: { doc: 'State graph file (YAML or JSON).', format: String, default: 'config/default-graph.yaml', env: 'STATE_GRAPH_PATH' },
+    max_tool_rounds: { doc: 'Most tool rounds in one turn.', format: 'positive-int', default: 5, env: 'STATE_MAX_TOOL_ROUNDS' },
+  },
+  sessions: {
+    cache_size: { doc: 'Most session actors kept in memory.', format: 'positive-int', default: 10_000, env: 'SESSIONS_CACHE_SIZE' },
+    idle_ms: { doc: 'A session actor idle this long is evicted from memory, in ms.', format: 'positive-int', default: 600_000, env: 'SESSIONS_IDLE_MS' },
+    turn_wait_ms: { doc: 'How long a request waits for a busy session, in ms.', format: 'positive-int', default: 120_000, env: 'SESSIONS_TURN_WAIT_MS' },
+    write_wait_ms: {
+      doc: 'How long a turn waits for a failing database write before it answers anyway (the write keeps retrying), in ms.',
+      format: 'positive-int',
+      default: 5000,
+      env: 'SESSIONS_WRITE_WAIT_MS',
+    },
+  },
+  log: {
+    level: { doc: 'Log level.', format: ['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly'], default: 'info', env: 'LOG_LEVEL' },
+  },
+  mcp_servers: {
+    doc: 'Tool servers: mcp_servers.<name> with transport (stdio or http), command, args, env, url, headers, per_user.',
+    // `Object` keeps convict from reading the names as schema keys; load-config validates the entries.
+    format: Object,
+    default: {},
+  },
+};

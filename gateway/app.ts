@@ -1,0 +1,38 @@
+import express, { type Express } from 'express';
+import type { Logger } from 'winston';
+import type { Supervisor } from '../runtime/supervisor.js';
+import { createAnnouncedRouter } from './announced-routes.js';
+import { createChatRoute, type ChatRouteDeps } from './chat-route.js';
+import { createErrorHandler, notFoundHandler } from './error-handler.js';
+import { createHealthRoute } from './health-route.js';
+import { createModelsRouter } from './models-route.js';
+import { createRequestLogging } from './request-logging.js';
+
+/** What the HTTP app is built from. */
+export type AppDeps = {
+  supervisor: Supervisor;
+  logger: Logger;
+  bodyLimit: string;
+  maxMessages: number;
+  defaults: ChatRouteDeps['defaults'];
+  llm: { baseUrl: string; apiKey: string; healthTimeoutMs: number };
+  /** The port the service listens on, read when /health answers. */
+  port: () => number;
+};
+
+/** Builds the Express app: routes, JSON parsing with a size limit, and the one error mapping. */
+export function createApp(deps: AppDeps): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.use(createRequestLogging(deps.logger));
+  // Any content type is read as JSON: curl without -H still works.
+  app.use(express.json({ limit: deps.bodyLimit, type: () => true, strict: false }));
+  app.get('/health', createHealthRoute({ llmBaseUrl: deps.llm.baseUrl, llmApiKey: deps.llm.apiKey, timeoutMs: deps.llm.healthTimeoutMs, port: deps.port }));
+  app.post('/v1/chat/completions', createChatRoute({ supervisor: deps.supervisor, defaults: deps.defaults, maxMessages: deps.maxMessages }));
+  app.use(createModelsRouter());
+  app.use(createAnnouncedRouter());
+  app.use(notFoundHandler);
+  app.use(createErrorHandler(deps.logger));
+  return app;
+}

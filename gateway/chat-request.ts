@@ -1,0 +1,73 @@
+import { z } from 'zod';
+import type { ChatMessage } from '../runtime/chat-types.js';
+import { ServiceError } from '../runtime/service-error.js';
+
+/** Longest user and session id: the columns are varchar(255). */
+export const MAX_ID_LENGTH = 255;
+
+const TextPart = z.looseObject({ type: z.literal('text'), text: z.string() });
+
+const Message = z.looseObject({
+  role: z.enum(['system', 'developer', 'user', 'assistant', 'tool', 'function']),
+  content: z.union([z.string(), z.array(z.union([TextPart, z.looseObject({ type: z.string() })])), z.null()]).optional(),
+  name: z.string().optional(),
+  tool_call_id: z.string().optional(),
+  tool_calls: z.array(z.unknown()).optional(),
+});
+
+const Identifier = z.string().min(1).max(MAX_ID_LENGTH, `must be at most ${MAX_ID_LENGTH} characters`);
+
+const ChatRequestSchema = z.object({
+  model: z.string().min(1).default('svc-agent'),
+  messages: z.array(Message).default([]),
+  stream: z.boolean().default(false),
+  stream_options: z.looseObject({ include_usage: z.boolean().optional() }).nullish(),
+  user_id: Identifier.optional(),
+  session_id: Identifier.optional(),
+  temperature: z.number().min(0).max(2).nullish(),
+  max_tokens: z.number().int().positive().nullish(),
+  max_completion_tokens: z.number().int().positive().nullish(),
+  n: z.literal(1).nullish(),
+});
+
+/** A validated chat completion request. */
+export type ChatRequest = Omit<z.infer<typeof ChatRequestSchema>, 'messages'> & { messages: ChatMessage[] };
+
+/**
+ * Validates a chat completion body. A bad field is a 400 in the OpenAI error shape whose
+ * `param` names it (e.g. `messages[2].role`).
+ */
+export function parseChatRequest(body: unknown, limits: { maxMessages: number }): ChatRequest {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new ServiceError('INVALID_REQUEST', 'the request body must be a JSON object');
+  }
+  const parsed = ChatRequestSchema.safeParse(body);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const param = formatPath(issue.path);
+    throw new ServiceError('INVALID_REQUEST', `Invalid value for '${param}': ${describeIssue(issue)}`, { param });
+  }
+  const request = parsed.data;
+  if (request.messages.length > limits.maxMessages) {
+    throw new ServiceError('INVALID_REQUEST', `too many messages: at most ${limits.maxMessages} are accepted`, { param: 'messages' });
+  }
+  return request as ChatRequest;
+}
+
+/** Checks a user or session id taken from a header. */
+export function checkIdentifier(value: string, param: string): string {
+  if (value.length === 0) throw new ServiceError('INVALID_REQUEST', `${param} must not be empty`, { param });
+  if (value.length > MAX_ID_LENGTH) {
+    throw new ServiceError('INVALID_REQUEST', `${param} must be at most ${MAX_ID_LENGTH} characters (got ${value.length})`, { param });
+  }
+  return value;
+}
+
+function formatPath(path: PropertyKey[]): string {
+  return path.reduce<string>((text, key) => (typeof key === 'number' ? `${text}[${key}]` : text ? `${text}.${String(key)}` : String(key)), '') || 'body';
+}
+
+function describeIssue(issue: z.core.$ZodIssue): string {
+  if (issue.code === 'invalid_type') return `expected ${issue.expected}`;
+  return issue.message;
+}

@@ -1,0 +1,58 @@
+import { randomBytes } from 'node:crypto';
+import type { Usage } from '../runtime/chat-types.js';
+import type { ToolCallDelta } from '../runtime/llm-client.js';
+import type { TurnOutcome } from '../runtime/supervisor.js';
+
+/** A completion id: `chatcmpl-` and 8 hexadecimal characters. */
+export function newCompletionId(): string {
+  return `chatcmpl-${randomBytes(4).toString('hex')}`;
+}
+
+/** Unix time in seconds. */
+export function unixNow(): number {
+  return Math.floor(Date.now() / 1000);
+}
+
+/** The non-streaming response body. */
+export function completionBody(id: string, model: string, created: number, outcome: TurnOutcome) {
+  const message: Record<string, unknown> = { role: 'assistant', content: outcome.content };
+  if (outcome.toolCalls.length > 0) message.tool_calls = outcome.toolCalls;
+  return {
+    id,
+    object: 'chat.completion',
+    created,
+    model,
+    choices: [{ index: 0, message, logprobs: null, finish_reason: outcome.finishReason }],
+    ...(outcome.usage ? { usage: outcome.usage } : {}),
+  };
+}
+
+/** Builds the chunks of one streamed response; every chunk shares id, created and model. */
+export class ChunkFormatter {
+  private readonly prefix: string;
+
+  constructor(id: string, model: string, created: number) {
+    // The constant part of every chunk is serialised once.
+    this.prefix = `{"id":${JSON.stringify(id)},"object":"chat.completion.chunk","created":${created},"model":${JSON.stringify(model)},"choices":`;
+  }
+
+  role(): string {
+    return `${this.prefix}[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`;
+  }
+
+  content(piece: string): string {
+    return `${this.prefix}[{"index":0,"delta":{"content":${JSON.stringify(piece)}},"logprobs":null,"finish_reason":null}]}`;
+  }
+
+  toolCall(delta: ToolCallDelta): string {
+    return `${this.prefix}[{"index":0,"delta":{"tool_calls":[${JSON.stringify(delta)}]},"logprobs":null,"finish_reason":null}]}`;
+  }
+
+  finish(finishReason: string): string {
+    return `${this.prefix}[{"index":0,"delta":{},"logprobs":null,"finish_reason":${JSON.stringify(finishReason)}}]}`;
+  }
+
+  usage(usage: Usage): string {
+    return `${this.prefix}[],"usage":${JSON.stringify(usage)}}`;
+  }
+}

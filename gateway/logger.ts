@@ -1,0 +1,17 @@
+import winston from 'winston';
+
+/** The service's one log sink: one line per entry, errors with their stack. */
+export function createLogger(level: string): winston.Logger {
+  return winston.createLogger({
+    level,
+    format: winston.format.combine(
+      winston.format.timestamp(),
+      winston.format.errors({ stack: true }),
+      winston.format.printf(({ timestamp, level: entryLevel, message, stack, ...meta }) => {
+        const extra = Object.keys(meta).length > 0 ? ` ${JSON.stringify(meta)}` : '';
+        return `${timestamp} ${entryLevel} ${message}${extra}${stack ? `\n${stack}` : ''}`;
+      }),
+    ),
+    transports: [new winston.transports.Console()],
+  });
+}

@@ -1,0 +1,101 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'winston';
+import type { AppConfig } from '../config/load-config.js';
+import { loadGraph } from '../config/load-graph.js';
+import { DurableWriter } from '../runtime/durable-writer.js';
+import { EventBus } from '../runtime/event-bus.js';
+import { createLlmClient } from '../runtime/llm-client.js';
+import { Supervisor } from '../runtime/supervisor.js';
+import { createDatabase, createStores, migrateToLatest, type Database } from '../storage/index.js';
+import { createApp } from './app.js';
+import { logRuntimeEvents } from './log-events.js';
+
+/** A running service. */
+export type RunningService = {
+  /** Base URL, e.g. http://127.0.0.1:1111 (the OpenAI base URL is this plus /v1). */
+  url: string;
+  port: number;
+  server: Server;
+  supervisor: Supervisor;
+  events: EventBus;
+  database: Database;
+  writer: DurableWriter;
+  close(): Promise<void>;
+};
+
+/** The composition root: opens storage, builds the runtime and the app, and listens. */
+export async function startService(config: AppConfig, logger: Logger): Promise<RunningService> {
+  const graph = loadGraph(config.state.graph_path);
+  const vector = config.memory.use_long_term;
+  const database = await createDatabase({ url: config.database.url, dataDir: config.database.data_dir, vector, poolSize: config.database.pool_size });
+  try {
+    await migrateToLatest(database, { vector, embeddingDimensions: config.memory.embedding_dimensions });
+  } catch (error) {
+    await database.close();
+    throw error;
+  }
+  const stores = createStores(database);
+  const events = new EventBus();
+  const stopLogging = logRuntimeEvents(events, logger);
+  const writer = new DurableWriter(events);
+  const supervisor = new Supervisor({
+    graph,
+    llm: createLlmClient({ baseUrl: config.llm.base_url, apiKey: config.llm.api_key, timeoutMs: config.llm.timeout_ms }),
+    conversations: stores.conversations,
+    sessions: stores.sessions,
+    writer,
+    events,
+    settings: {
+      systemPrompt: config.app.system_prompt,
+      shortTermTurns: config.memory.short_term_turns,
+      maxToolRounds: config.state.max_tool_rounds,
+      cacheSize: config.sessions.cache_size,
+      idleMs: config.sessions.idle_ms,
+      turnWaitMs: config.sessions.turn_wait_ms,
+      writeWaitMs: config.sessions.write_wait_ms,
+    },
+  });
+  let port = config.app.port;
+  const app = createApp({
+    supervisor,
+    logger,
+    bodyLimit: config.app.body_limit,
+    maxMessages: config.app.max_messages,
+    defaults: {
+      userId: config.memory.user_id,
+      llmModel: config.llm.model,
+      temperature: config.llm.temperature,
+      maxTokens: config.llm.max_tokens,
+    },
+    llm: { baseUrl: config.llm.base_url, apiKey: config.llm.api_key, healthTimeoutMs: config.llm.health_timeout_ms },
+    port: () => port,
+  });
+  const server = await listen(app, config.app.port, config.app.host);
+  port = (server.address() as AddressInfo).port;
+  const host = config.app.host === '0.0.0.0' || config.app.host === '::' ? '127.0.0.1' : config.app.host;
+
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+      });
+      await supervisor.stop();
+      await writer.flush();
+      writer.close();
+      stopLogging();
+      await database.close();
+    })());
+
+  return { url: `http://${host}:${port}`, port, server, supervisor, events, database, writer, close };
+}
+
+function listen(app: ReturnType<typeof createApp>, port: number, host: string): Promise<Server> {
+  return new Promise((resolve, reject) => {
+    const server = app.listen(port, host);
+    server.once('listening', () => resolve(server));
+    server.once('error', reject);
+  });
+}

@@ -1,0 +1,74 @@
+import { createHash } from 'node:crypto';
+import type { ChatMessage } from './chat-types.js';
+
+/** The roles the specification lets into a context. */
+const CONTEXT_ROLES = new Set(['system', 'user', 'assistant']);
+
+/** A message reduced to what is stored and hashed: its role and its text. */
+export type Turn = { role: string; content: string };
+
+/** The text of a message; text parts are joined, other parts are left out. */
+export function textOf(message: ChatMessage): string {
+  const content = (message as { content?: unknown }).content;
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content
+    .map((part: { type?: string; text?: string }) => (part.type === 'text' && typeof part.text === 'string' ? part.text : ''))
+    .join('');
+}
+
+/** Keeps only the turns the specification lets into a context: system, user and assistant. */
+export function contextMessages(messages: ChatMessage[]): ChatMessage[] {
+  return messages.filter((message) => CONTEXT_ROLES.has(message.role));
+}
+
+/**
+ * How a client sent its conversation. Clients such as Open WebUI resend the whole history;
+ * others send only the new message. `prefix` is everything up to and including the last
+ * assistant turn (empty when only new messages were sent); `tail` is what is new.
+ */
+export type ClientConversation = {
+  system: ChatMessage[];
+  prefix: ChatMessage[];
+  tail: ChatMessage[];
+};
+
+/** Splits a request's messages into the client's system turns, the resent history and the new turns. */
+export function splitConversation(messages: ChatMessage[]): ClientConversation {
+  const kept = contextMessages(messages);
+  const system = kept.filter((message) => message.role === 'system');
+  const dialogue = kept.filter((message) => message.role !== 'system');
+  const lastAssistant = dialogue.map((message) => message.role).lastIndexOf('assistant');
+  return {
+    system,
+    prefix: dialogue.slice(0, lastAssistant + 1),
+    tail: dialogue.slice(lastAssistant + 1),
+  };
+}
+
+/** The hash of an empty conversation. */
+export const EMPTY_HISTORY_HASH = createHash('sha256').update('svc-agent/history/v1').digest('hex');
+
+/**
+ * Folds turns into a conversation hash, one turn at a time, so that the hash of a stored
+ * transcript and of the same history resent by a client agree. Whitespace at the ends of a
+ * turn is ignored: some clients trim replies.
+ */
+export function foldHistoryHash(previous: string, turns: Turn[]): string {
+  let hash = previous;
+  for (const turn of turns) {
+    if (turn.role !== 'user' && turn.role !== 'assistant') continue;
+    hash = createHash('sha256').update(hash).update('\u0000').update(turn.role).update('\u0000').update(turn.content.trim()).digest('hex');
+  }
+  return hash;
+}
+
+/** The hash of a whole conversation. */
+export function historyHashOf(messages: ChatMessage[]): string {
+  return foldHistoryHash(EMPTY_HISTORY_HASH, messages.map(toTurn));
+}
+
+/** A message as a stored turn. */
+export function toTurn(message: ChatMessage): Turn {
+  return { role: message.role, content: textOf(message) };
+}

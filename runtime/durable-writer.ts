@@ -1,0 +1,82 @@
+import type { EventBus } from './event-bus.js';
+
+/** Back-off settings of the writer. */
+export type DurableWriterOptions = {
+  initialDelayMs?: number;
+  maxDelayMs?: number;
+};
+
+/**
+ * Runs database writes so that none is dropped: a failed write is retried with exponential
+ * back-off until it succeeds, and the writes of one key (a session) run in order, each one
+ * after the previous one has committed.
+ */
+export class DurableWriter {
+  private readonly tails = new Map<string, Promise<unknown>>();
+  private readonly initialDelayMs: number;
+  private readonly maxDelayMs: number;
+  private pendingCount = 0;
+  private closed = false;
+
+  constructor(private readonly events: EventBus, options: DurableWriterOptions = {}) {
+    this.initialDelayMs = options.initialDelayMs ?? 100;
+    this.maxDelayMs = options.maxDelayMs ?? 5000;
+  }
+
+  /** Writes still waiting to commit. */
+  get pending(): number {
+    return this.pendingCount;
+  }
+
+  /** Queues `write` behind the earlier writes of `key`; resolves with its result once committed. */
+  write<T>(key: string, operation: string, write: () => Promise<T>): Promise<T> {
+    const previous = this.tails.get(key) ?? Promise.resolve();
+    this.pendingCount += 1;
+    const result = previous.then(() => this.retry(operation, write));
+    const tail = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.tails.set(key, tail);
+    void tail.then(() => {
+      this.pendingCount -= 1;
+      if (this.tails.get(key) === tail) this.tails.delete(key);
+    });
+    return result;
+  }
+
+  /** Resolves when every queued write has committed (or the writer was closed). */
+  async flush(): Promise<void> {
+    while (this.tails.size > 0) await Promise.all([...this.tails.values()]);
+  }
+
+  /** Stops retrying: writes still failing reject. Used at shutdown after flushing. */
+  close(): void {
+    this.closed = true;
+  }
+
+  private async retry<T>(operation: string, write: () => Promise<T>): Promise<T> {
+    let delay = this.initialDelayMs;
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return await write();
+      } catch (error) {
+        const willRetry = !this.closed && isTransient(error);
+        this.events.emit('storage:error', { operation, error: asError(error), attempt, willRetry });
+        if (!willRetry) throw error;
+        await new Promise((resolve) => setTimeout(resolve, delay));
+        delay = Math.min(delay * 2, this.maxDelayMs);
+      }
+    }
+  }
+}
+
+/** Data and schema errors (SQLSTATE classes 22, 23, 42) would fail again: they are not retried. */
+function isTransient(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return !(typeof code === 'string' && /^(22|23|42)/.test(code));
+}
+
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}

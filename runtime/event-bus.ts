@@ -1,0 +1,36 @@
+import { EventEmitter } from 'node:events';
+
+/** Everything the runtime reports; logs, metrics, webhooks and the inspector subscribe here. */
+export type RuntimeEvents = {
+  'session:created': { sessionId: string; userId: string };
+  'session:state_changed': { sessionId: string; userId: string; from: string; to: string; reason: string };
+  'session:deleted': { sessionId: string; userId: string };
+  'turn:completed': { sessionId: string; userId: string; durationMs: number; outcome: 'ok' | 'llm_error' | 'cancelled' };
+  'llm:reply': { sessionId: string; durationMs: number; finishReason: string; toolCalls: number };
+  'llm:error': { sessionId: string; durationMs: number; message: string };
+  'tool:call': { sessionId: string; tool: string; server: string; durationMs: number; outcome: 'ok' | 'error' };
+  'memory:written': { sessionId: string; userId: string; entries: number; kind: 'conversation' | 'long_term' };
+  'storage:error': { operation: string; error: Error; attempt: number; willRetry: boolean };
+};
+
+/** Name of a runtime event. */
+export type RuntimeEventName = keyof RuntimeEvents;
+
+/** The runtime's one typed event stream. */
+export class EventBus {
+  private readonly emitter = new EventEmitter();
+
+  constructor() {
+    this.emitter.setMaxListeners(100);
+  }
+
+  emit<Name extends RuntimeEventName>(name: Name, payload: RuntimeEvents[Name]): void {
+    this.emitter.emit(name, payload);
+  }
+
+  /** Subscribes to one event; returns the function that unsubscribes. */
+  on<Name extends RuntimeEventName>(name: Name, listener: (payload: RuntimeEvents[Name]) => void): () => void {
+    this.emitter.on(name, listener);
+    return () => this.emitter.off(name, listener);
+  }
+}

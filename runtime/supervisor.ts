@@ -1,0 +1,498 @@
+import { randomUUID } from 'node:crypto';
+import { createActor, fromPromise, type Actor, type Snapshot } from 'xstate';
+import {
+  createSessionMachine,
+  isRestingState,
+  type AgentReply,
+  type CallLlmInput,
+  type RunToolsInput,
+  type SessionMachine,
+  type ToolResult,
+} from '../machines/index.js';
+import type { StateGraph } from '../machines/index.js';
+import type { ChatMessage, GenerationParams, ToolCall, Usage } from './chat-types.js';
+import { foldHistoryHash, historyHashOf, splitConversation, textOf, toTurn, type Turn } from './conversation-history.js';
+import type { DurableWriter } from './durable-writer.js';
+import type { EventBus } from './event-bus.js';
+import type { LlmClient, ToolCallDelta } from './llm-client.js';
+import type { LongTermMemory } from './long-term-memory.js';
+import type { ConversationStore, SessionRecord, SessionStore } from './ports.js';
+import { buildContext } from './prompt-assembly.js';
+import { ServiceError } from './service-error.js';
+import { SessionLocks } from './session-locks.js';
+import { createSessionRegistry, type SessionRegistry } from './session-registry.js';
+import { NO_TOOLS, type ToolRunner } from './tool-runner.js';
+
+/** The prefix the specification gives a failed LLM call's reply. */
+export const LLM_FAILURE_PREFIX = 'Error: An error occurred during async LLM call: ';
+
+/** One user turn, as the gateway hands it over. */
+export type TurnRequest = {
+  userId: string;
+  /** The session the client named (X-Session-ID or session_id), if any. */
+  sessionHint?: string;
+  messages: ChatMessage[];
+  params: GenerationParams;
+};
+
+/** Where a turn's answer goes while it is produced. */
+export type TurnHandlers = {
+  /** Aborts the turn: the LLM request or tool call in flight is cancelled. */
+  signal: AbortSignal;
+  /** Called once the session is known and the user's message is stored, before any answer. */
+  onSessionReady?: (sessionId: string) => void;
+  /** Streams the answer: each content piece as it arrives. */
+  onContent?: (piece: string) => void;
+  /** Streams tool-call pieces of the final answer. */
+  onToolCallDelta?: (delta: ToolCallDelta) => void;
+};
+
+/** How a turn ended. */
+export type TurnOutcome = {
+  sessionId: string;
+  content: string;
+  toolCalls: ToolCall[];
+  finishReason: string;
+  usage: Usage | null;
+  failure: { source: 'llm' | 'tool'; message: string } | null;
+  cancelled: boolean;
+};
+
+/** The supervisor's settings. */
+export type SupervisorSettings = {
+  systemPrompt: string;
+  shortTermTurns: number;
+  maxToolRounds: number;
+  cacheSize: number;
+  idleMs: number;
+  turnWaitMs: number;
+  /** How long a turn waits for a write to commit before it answers anyway (the write goes on). */
+  writeWaitMs: number;
+};
+
+/** What the supervisor is built from. */
+export type SupervisorDeps = {
+  graph: StateGraph;
+  llm: LlmClient;
+  conversations: ConversationStore;
+  sessions: SessionStore;
+  writer: DurableWriter;
+  events: EventBus;
+  settings: SupervisorSettings;
+  tools?: ToolRunner;
+  memory?: LongTermMemory;
+  newSessionId?: () => string;
+};
+
+type SessionActor = Actor<SessionMachine>;
+
+type CachedActor = { actor: SessionActor; userId: string; lastUsed: number };
+
+type ActiveTurn = { userId: string; handlers: TurnHandlers; params: GenerationParams };
+
+/** How a resolved turn treats the client's messages. */
+type TurnPlan = {
+  session: SessionRecord;
+  /** Messages to store before answering, in order. */
+  toStore: Turn[];
+  /** The dialogue placed after the system prompt and memories. */
+  dialogue: ChatMessage[];
+  /** The conversation hash before this turn's new turns. */
+  baseHash: string;
+  /** True when the conversation is brand new or forked (no stored turns to continue). */
+  isNew: boolean;
+};
+
+/**
+ * Spawns one actor per session from the state graph, keeps them in a bounded cache with
+ * idle eviction, runs one turn at a time per session, and persists each actor's snapshot
+ * at rest so a session continues after an eviction or a restart.
+ */
+export class Supervisor {
+  /** Live sessions and their status, for the inspector, metrics and agent endpoints. */
+  readonly registry: SessionRegistry = createSessionRegistry();
+  private readonly machine: SessionMachine;
+  private readonly cache = new Map<string, CachedActor>();
+  private readonly activeTurns = new Map<string, ActiveTurn>();
+  private readonly locks = new SessionLocks();
+  private readonly tools: ToolRunner;
+  private readonly newSessionId: () => string;
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(private readonly deps: SupervisorDeps) {
+    this.tools = deps.tools ?? NO_TOOLS;
+    this.newSessionId = deps.newSessionId ?? (() => randomUUID());
+    this.machine = createSessionMachine(deps.graph).provide({
+      actors: {
+        callLlm: fromPromise<AgentReply, CallLlmInput>(({ input, signal }) => this.callLlm(input, signal)),
+        runTools: fromPromise<ToolResult[], RunToolsInput>(({ input, signal }) => this.runTools(input, signal)),
+      },
+    }) as SessionMachine;
+    this.sweeper = setInterval(() => this.evictIdle(), Math.min(deps.settings.idleMs, 30_000));
+    this.sweeper.unref();
+  }
+
+  /** Session actors held in memory. */
+  get cachedActors(): number {
+    return this.cache.size;
+  }
+
+  /** Runs one user turn through the session's actor and returns how it ended. */
+  async runTurn(request: TurnRequest, handlers: TurnHandlers): Promise<TurnOutcome> {
+    const conversation = splitConversation(request.messages);
+    const last = conversation.tail.at(-1);
+    if (!last || last.role !== 'user') {
+      throw new ServiceError('INVALID_REQUEST', 'messages must end with a user message', { param: 'messages' });
+    }
+    let sessionId = await this.findSessionId(request, conversation.prefix);
+    let release = await this.locks.acquire(sessionId, this.deps.settings.turnWaitMs, handlers.signal);
+    try {
+      let plan = await this.plan(sessionId, request, conversation);
+      if (plan === 'fork') {
+        release();
+        sessionId = this.newSessionId();
+        release = await this.locks.acquire(sessionId, this.deps.settings.turnWaitMs, handlers.signal);
+        plan = (await this.plan(sessionId, request, { ...conversation, forceNew: true })) as TurnPlan;
+      }
+      return await this.run(plan, request, conversation.system, handlers);
+    } finally {
+      release();
+    }
+  }
+
+  /** Stops a session's actor and forgets it (its stored snapshot stays). */
+  evict(sessionId: string): void {
+    const cached = this.cache.get(sessionId);
+    if (!cached) return;
+    cached.actor.stop();
+    this.cache.delete(sessionId);
+    this.registry.trigger.remove({ sessionId });
+  }
+
+  /** Stops every actor and the idle sweeper. */
+  async stop(): Promise<void> {
+    clearInterval(this.sweeper);
+    for (const sessionId of [...this.cache.keys()]) this.evict(sessionId);
+  }
+
+  private async findSessionId(request: TurnRequest, prefix: ChatMessage[]): Promise<string> {
+    if (request.sessionHint) return request.sessionHint;
+    if (prefix.length > 0) {
+      const known = await this.storage('find session by history', () =>
+        this.deps.sessions.findByHistoryHash(request.userId, historyHashOf(prefix)),
+      );
+      if (known) return known.sessionId;
+    }
+    return this.newSessionId();
+  }
+
+  /**
+   * Decides what the turn stores and which dialogue it sends, after the session is locked.
+   * A resent history that no longer matches the stored one (an edited or regenerated turn)
+   * forks: the caller moves the turn to a new session and the stored transcript is untouched.
+   */
+  private async plan(
+    sessionId: string,
+    request: TurnRequest,
+    conversation: ReturnType<typeof splitConversation> & { forceNew?: boolean },
+  ): Promise<TurnPlan | 'fork'> {
+    const session = await this.storage('claim session', () => this.deps.sessions.claim(sessionId, request.userId));
+    if (session.userId !== request.userId) {
+      throw new ServiceError('FORBIDDEN', `session ${sessionId} belongs to another user`, { param: 'session_id' });
+    }
+    if (session.deletedAt) {
+      throw new ServiceError('GONE', `session ${sessionId} was deleted and cannot be continued`, { param: 'session_id' });
+    }
+    const { prefix, tail } = conversation;
+    const isNew = session.historyHash === null || conversation.forceNew === true;
+    if (prefix.length === 0) {
+      const history = isNew ? [] : await this.recentDialogue(sessionId);
+      return { session, isNew, toStore: tail.map(toTurn), dialogue: [...history, ...tail], baseHash: session.historyHash ?? historyHashOf([]) };
+    }
+    const prefixHash = historyHashOf(prefix);
+    if (isNew) {
+      return { session, isNew, toStore: [...prefix, ...tail].map(toTurn), dialogue: [...prefix, ...tail], baseHash: historyHashOf([]) };
+    }
+    if (prefixHash !== session.historyHash) return 'fork';
+    return { session, isNew, toStore: tail.map(toTurn), dialogue: [...prefix, ...tail], baseHash: prefixHash };
+  }
+
+  private async recentDialogue(sessionId: string): Promise<ChatMessage[]> {
+    const records = await this.storage('read recent turns', () =>
+      this.deps.conversations.recent(sessionId, this.deps.settings.shortTermTurns),
+    );
+    return records
+      .filter((record) => record.role === 'user' || record.role === 'assistant' || record.role === 'system')
+      .map((record) => ({ role: record.role, content: record.message }) as ChatMessage);
+  }
+
+  private async run(plan: TurnPlan, request: TurnRequest, clientSystem: ChatMessage[], handlers: TurnHandlers): Promise<TurnOutcome> {
+    const { session } = plan;
+    const { sessionId } = session;
+    const started = performance.now();
+    await this.persist(sessionId, 'store user turn', plan.toStore, request.userId);
+    const lastUserText = plan.toStore.filter((turn) => turn.role === 'user').at(-1)?.content ?? '';
+    const memories = this.deps.memory ? await this.deps.memory.recall(request.userId, lastUserText) : [];
+    const messages = buildContext({
+      systemPrompt: this.deps.settings.systemPrompt,
+      toolsDescription: this.tools.describe(),
+      memories,
+      clientSystem,
+      dialogue: plan.dialogue,
+    });
+
+    if (plan.isNew) this.deps.events.emit('session:created', { sessionId, userId: request.userId });
+    handlers.onSessionReady?.(sessionId);
+    this.activeTurns.set(sessionId, { userId: request.userId, handlers, params: request.params });
+    try {
+      const { actor, startsTurn } = this.actorFor(session, request.userId, messages);
+      const snapshot = await this.drive(actor, startsTurn ? null : messages, handlers.signal);
+      const { reply, failure, reason } = snapshot.context;
+      const cancelled = reason === 'cancelled';
+      const outcome = this.outcomeOf(sessionId, reply, failure, cancelled, handlers);
+      const replyTurns: Turn[] = cancelled ? [] : [{ role: 'assistant', content: outcome.content }];
+      await this.persist(sessionId, 'store assistant turn', replyTurns, request.userId);
+      const saving = this.deps.writer.write(sessionId, 'save session snapshot', () =>
+        this.deps.sessions.saveProgress(sessionId, {
+          snapshot: restingSnapshot(actor),
+          currentState: String(snapshot.value),
+          transitions: snapshot.context.transitions,
+          historyHash: foldHistoryHash(plan.baseHash, [...plan.toStore, ...replyTurns]),
+        }),
+      );
+      await this.waitForWrite(saving);
+      if (this.deps.memory && !cancelled && !failure) {
+        void this.deps.memory.consolidate({ userId: request.userId, sessionId, user: lastUserText, assistant: outcome.content });
+      }
+      this.deps.events.emit('turn:completed', {
+        sessionId,
+        userId: request.userId,
+        durationMs: performance.now() - started,
+        outcome: cancelled ? 'cancelled' : failure ? 'llm_error' : 'ok',
+      });
+      return outcome;
+    } finally {
+      this.activeTurns.delete(sessionId);
+    }
+  }
+
+  private outcomeOf(
+    sessionId: string,
+    reply: AgentReply | null,
+    failure: TurnOutcome['failure'],
+    cancelled: boolean,
+    handlers: TurnHandlers,
+  ): TurnOutcome {
+    if (failure) {
+      const streaming = Boolean(handlers.onContent);
+      if (streaming) handlers.onContent?.(`Error: ${failure.message}`);
+      return {
+        sessionId,
+        content: streaming ? `Error: ${failure.message}` : `${LLM_FAILURE_PREFIX}${failure.message}`,
+        toolCalls: [],
+        finishReason: 'stop',
+        usage: null,
+        failure,
+        cancelled,
+      };
+    }
+    return {
+      sessionId,
+      content: reply?.content ?? '',
+      toolCalls: [],
+      finishReason: cancelled ? 'stop' : (reply?.finishReason ?? 'stop'),
+      usage: reply?.usage ?? null,
+      failure: null,
+      cancelled,
+    };
+  }
+
+  /**
+   * Runs the turn on the actor and waits until it rests in a user state again. `messages` is
+   * null when the actor is new and its initial agent state starts the turn from its input.
+   */
+  private drive(actor: SessionActor, messages: ChatMessage[] | null, signal: AbortSignal) {
+    return new Promise<ReturnType<SessionActor['getSnapshot']>>((resolve, reject) => {
+      const onAbort = () => actor.send({ type: 'turn.cancel' });
+      const completed = actor.on('turn.completed', () => {
+        cleanup();
+        resolve(actor.getSnapshot());
+      });
+      const errors = actor.subscribe({
+        error: (error) => {
+          cleanup();
+          reject(error);
+        },
+      });
+      const cleanup = () => {
+        signal.removeEventListener('abort', onAbort);
+        completed.unsubscribe();
+        errors.unsubscribe();
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      actor.start(); // no-op when it runs already
+      if (messages) actor.send({ type: 'user.message', messages });
+      if (signal.aborted) onAbort();
+    });
+  }
+
+  /**
+   * The session's actor: from the cache, restored from its stored snapshot, or new. A new
+   * actor whose graph starts in an agent state takes the turn's messages as input and
+   * `startsTurn` is true; every other actor is sent the turn as a `user.message`.
+   */
+  private actorFor(session: SessionRecord, userId: string, messages: ChatMessage[]): { actor: SessionActor; startsTurn: boolean } {
+    const cached = this.cache.get(session.sessionId);
+    if (cached) {
+      this.cache.delete(session.sessionId);
+      cached.lastUsed = Date.now();
+      this.cache.set(session.sessionId, cached);
+      return { actor: cached.actor, startsTurn: false };
+    }
+    const startsTurn = !session.snapshot && !isRestingState(this.deps.graph, this.deps.graph.initial);
+    const input = { ...this.inputFor(session.sessionId), ...(startsTurn ? { messages } : {}) };
+    const actor = session.snapshot
+      ? createActor(this.machine, { snapshot: session.snapshot as Snapshot<unknown>, input })
+      : createActor(this.machine, { input });
+    this.observe(actor, session.sessionId, userId);
+    this.cache.set(session.sessionId, { actor, userId, lastUsed: Date.now() });
+    this.evictOverflow();
+    return { actor, startsTurn };
+  }
+
+  private inputFor(sessionId: string) {
+    return { sessionId, maxToolRounds: this.deps.settings.maxToolRounds };
+  }
+
+  /** Reports every transition of an actor on the event bus and in the registry. */
+  private observe(actor: SessionActor, sessionId: string, userId: string): void {
+    let previous: string | null = null;
+    actor.subscribe((snapshot) => {
+      const state = String(snapshot.value);
+      const resting = isRestingState(this.deps.graph, state);
+      if (previous !== null && previous !== state) {
+        this.deps.events.emit('session:state_changed', { sessionId, userId, from: previous, to: state, reason: snapshot.context.reason });
+      }
+      previous = state;
+      this.registry.trigger.upsert({
+        session: {
+          sessionId,
+          userId,
+          state,
+          status: resting ? 'waiting_for_input' : 'processing',
+          transitions: snapshot.context.transitions,
+          lastActive: Date.now(),
+        },
+      });
+    });
+  }
+
+  private async callLlm(input: CallLlmInput, signal: AbortSignal): Promise<AgentReply> {
+    const turn = this.activeTurns.get(input.sessionId);
+    if (!turn) throw new Error(`no turn is running for session ${input.sessionId}`);
+    const state = input.stateConfig;
+    const started = performance.now();
+    try {
+      const reply = await this.deps.llm.generate(
+        {
+          model: state.model ?? turn.params.model,
+          temperature: state.temperature ?? turn.params.temperature,
+          max_tokens: state.max_tokens ?? turn.params.max_tokens,
+          messages: withStatePrompt(input.messages, state.prompt),
+          tools: this.tools.definitions(state.tools),
+        },
+        { signal, onContent: turn.handlers.onContent },
+      );
+      this.deps.events.emit('llm:reply', {
+        sessionId: input.sessionId,
+        durationMs: performance.now() - started,
+        finishReason: reply.finishReason,
+        toolCalls: reply.toolCalls.length,
+      });
+      return reply;
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      this.deps.events.emit('llm:error', { sessionId: input.sessionId, durationMs: performance.now() - started, message });
+      throw error;
+    }
+  }
+
+  private async runTools(input: RunToolsInput, signal: AbortSignal): Promise<ToolResult[]> {
+    const turn = this.activeTurns.get(input.sessionId);
+    if (!turn) throw new Error(`no turn is running for session ${input.sessionId}`);
+    const scope = { userId: turn.userId, sessionId: input.sessionId, signal };
+    return Promise.all(input.toolCalls.map((call) => this.tools.call(call, scope)));
+  }
+
+  /**
+   * Stores turns through the durable writer. The turn waits for the commit up to
+   * `writeWaitMs`; past that it goes on answering while the write keeps retrying in order.
+   */
+  private async persist(sessionId: string, operation: string, turns: Turn[], userId: string): Promise<void> {
+    if (turns.length === 0) return;
+    const write = this.deps.writer.write(sessionId, operation, () =>
+      this.deps.conversations.append(turns.map((turn) => ({ userId, sessionId, role: turn.role, message: turn.content }))),
+    );
+    write.then(
+      () => this.deps.events.emit('memory:written', { sessionId, userId, entries: turns.length, kind: 'conversation' }),
+      () => undefined,
+    );
+    await this.waitForWrite(write);
+  }
+
+  /** Waits for a write to commit, at most `writeWaitMs`; a write still retrying goes on alone. */
+  private async waitForWrite(write: Promise<unknown>): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, this.deps.settings.writeWaitMs);
+    });
+    try {
+      await Promise.race([write.catch(() => undefined), deadline]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Runs a read that the turn cannot go on without; a database failure becomes a 503. */
+  private async storage<T>(operation: string, read: () => Promise<T>): Promise<T> {
+    try {
+      return await read();
+    } catch (error) {
+      if (error instanceof ServiceError) throw error;
+      this.deps.events.emit('storage:error', { operation, error: error as Error, attempt: 1, willRetry: false });
+      throw new ServiceError('DATABASE_UNAVAILABLE', 'the database is unavailable; try again shortly', {
+        cause: error,
+        headers: { 'Retry-After': '1' },
+      });
+    }
+  }
+
+  private evictOverflow(): void {
+    for (const [sessionId] of this.cache) {
+      if (this.cache.size <= this.deps.settings.cacheSize) return;
+      if (!this.activeTurns.has(sessionId)) this.evict(sessionId);
+    }
+  }
+
+  private evictIdle(): void {
+    const cutoff = Date.now() - this.deps.settings.idleMs;
+    for (const [sessionId, cached] of this.cache) {
+      if (cached.lastUsed > cutoff) return;
+      if (!this.activeTurns.has(sessionId)) this.evict(sessionId);
+    }
+  }
+}
+
+/** The actor's persisted snapshot at rest, without the finished turn's working messages. */
+function restingSnapshot(actor: SessionActor): unknown {
+  const persisted = actor.getPersistedSnapshot() as { context?: Record<string, unknown> };
+  return { ...persisted, context: { ...persisted.context, messages: [] } };
+}
+
+/** Adds a state's own prompt to the system prompt for the call made in that state. */
+function withStatePrompt(messages: ChatMessage[], prompt: string | undefined): ChatMessage[] {
+  if (!prompt) return messages;
+  const [first, ...rest] = messages;
+  if (first?.role !== 'system') return [{ role: 'system', content: prompt }, ...messages];
+  return [{ role: 'system', content: `${textOf(first)}\n\n${prompt}` }, ...rest];
+}

@@ -1,0 +1,140 @@
+import { mkdir } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
+import { PGlite } from '@electric-sql/pglite';
+import { vector as vectorExtension } from '@electric-sql/pglite-pgvector';
+import { Kysely, PGliteDialect, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import { registerTypes } from 'pgvector/pg';
+import type { DatabaseSchema } from './database-schema.js';
+
+/** An open database: the Kysely instance and what it runs on. */
+export type Database = {
+  db: Kysely<DatabaseSchema>;
+  /** `pg`: a PostgreSQL server through a connection pool; `pglite`: the embedded database. */
+  kind: 'pg' | 'pglite';
+  /** Opened with vector support (PGlite loads pgvector; `pg` clients get its type parsers). */
+  hasVector: boolean;
+  close(): Promise<void>;
+};
+
+/** How to open the database: a server `url`, or else the embedded one in `dataDir`. */
+export type CreateDatabaseOptions = {
+  /** `postgres://<user>:<password>@<host>:<port>/<database>`; empty or absent → PGlite. */
+  url?: string;
+  /** Folder of the embedded database, or `memory://` for one that lives in memory. */
+  dataDir: string;
+  /** Load pgvector (long-term memory). */
+  vector: boolean;
+  /**
+   * A `memory://` database starts from this dump of another one (PGlite's `dumpDataDir()`)
+   * instead of running initdb: about 1 s instead of 5 (tests). Ignored for data folders.
+   */
+  pgliteTemplate?: Blob;
+  /** Connections in the `pg` pool (default 10). */
+  poolSize?: number;
+  /**
+   * Told about errors of idle pooled connections (the server restarted, the network
+   * dropped); the pool replaces such a connection on its own. Default: ignored.
+   */
+  onIdleError?: (error: Error) => void;
+};
+
+const DEFAULT_POOL_SIZE = 10;
+const SCHEMES = new Set(['postgres:', 'postgresql:']);
+const EXPECTED_FORM = '<scheme>://<user>:<password>@<host>:<port>/<database> with scheme postgres or postgresql';
+
+/** Opens PostgreSQL through `pg` when `url` is set, otherwise the embedded PGlite in `dataDir`. */
+export async function createDatabase(options: CreateDatabaseOptions): Promise<Database> {
+  const url = options.url?.trim();
+  return url ? openServer(url, options) : openEmbedded(options);
+}
+
+function openServer(url: string, options: CreateDatabaseOptions): Database {
+  assertConnectionString(url);
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: options.poolSize ?? DEFAULT_POOL_SIZE,
+    // Awaited by the pool before the client is handed out, unlike the 'connect' event.
+    onConnect: options.vector ? prepareVectorClient : undefined,
+  });
+  // Without a listener an idle connection's error would crash the process.
+  pool.on('error', (error) => options.onIdleError?.(error));
+  const db = new Kysely<DatabaseSchema>({ dialect: new PostgresDialect({ pool }) });
+  return { db, kind: 'pg', hasVector: options.vector, close: () => db.destroy() };
+}
+
+/**
+ * pgvector ≥ 0.8 keeps scanning the HNSW index until enough rows pass the `user_id`
+ * filter; without it a user with few memories among many can get none back. Set before
+ * the extension is loaded it waits as a placeholder; versions without it drop it with a
+ * warning.
+ */
+const ITERATIVE_SCAN = "set_config('hnsw.iterative_scan', 'strict_order', false)";
+
+/**
+ * Turns on iterative index scans and registers pgvector's type parsers. A database that
+ * has not been migrated yet has no `vector` type: the client then goes without the
+ * parsers (the repositories only write vectors, in their text form).
+ */
+async function prepareVectorClient(client: pg.ClientBase): Promise<void> {
+  const { rows } = await client.query<{ present: boolean }>(
+    `select ${ITERATIVE_SCAN}, exists (select 1 from pg_type where typname = 'vector') as present`,
+  );
+  if (rows[0]?.present) await registerTypes(client);
+}
+
+async function openEmbedded(options: CreateDatabaseOptions): Promise<Database> {
+  const dataDir = isUrlLike(options.dataDir) ? options.dataDir : resolve(options.dataDir);
+  // PGlite creates its data folder but not the folders above it.
+  if (!isUrlLike(dataDir)) await mkdir(dirname(dataDir), { recursive: true });
+  const pglite = await PGlite.create(dataDir, {
+    ...(options.vector ? { extensions: { vector: vectorExtension } } : {}),
+    // PGlite refuses to load a dump over an existing data folder.
+    ...(options.pgliteTemplate && dataDir.startsWith('memory://') ? { loadDataDir: options.pgliteTemplate } : {}),
+  });
+  if (options.vector) await pglite.query(`select ${ITERATIVE_SCAN}`);
+  const db = new Kysely<DatabaseSchema>({ dialect: new PGliteDialect({ pglite }) });
+  return {
+    db,
+    kind: 'pglite',
+    hasVector: options.vector,
+    async close() {
+      await db.destroy();
+      // Kysely closes PGlite only when it ran a query through it.
+      if (!pglite.closed) await pglite.close();
+    },
+  };
+}
+
+function isUrlLike(dataDir: string): boolean {
+  return /^[a-z][a-z0-9+.-]*:\/\//i.test(dataDir);
+}
+
+/** Throws an Error naming what is wrong with `url`, with any password masked. */
+function assertConnectionString(url: string): void {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw invalidUrl(url, 'it cannot be parsed as a URL');
+  }
+  if (!SCHEMES.has(parsed.protocol)) {
+    throw invalidUrl(url, `the scheme "${parsed.protocol.replace(/:$/, '')}" is not postgres or postgresql`);
+  }
+  if (!parsed.hostname) throw invalidUrl(url, 'it names no host');
+  if (parsed.pathname.replace(/^\//, '') === '') throw invalidUrl(url, 'it names no database');
+}
+
+function invalidUrl(url: string, problem: string): Error {
+  return new Error(`Invalid database URL "${redactPassword(url)}": ${problem}. Expected ${EXPECTED_FORM}.`);
+}
+
+/** The connection string with the password (whatever sits between the user's ':' and the last '@') masked. */
+export function redactPassword(url: string): string {
+  const schemeEnd = url.indexOf('://');
+  const userStart = schemeEnd < 0 ? 0 : schemeEnd + 3;
+  const at = url.lastIndexOf('@');
+  const colon = url.indexOf(':', userStart);
+  if (at < userStart || colon < 0 || colon > at) return url;
+  return `${url.slice(0, colon + 1)}***${url.slice(at)}`;
+}

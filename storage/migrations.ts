@@ -1,0 +1,92 @@
+import { sql } from 'kysely';
+import type { Kysely } from 'kysely';
+import type { Migration } from 'kysely/migration';
+
+/**
+ * The tables every deployment has: conversations and sessions. Names sort in the order
+ * they run; a new migration gets the next number and existing ones never change.
+ */
+export const coreMigrations: Record<string, Migration> = {
+  '0001_conversations_and_sessions': {
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable('conversations')
+        .ifNotExists()
+        .addColumn('id', 'integer', (column) => column.generatedByDefaultAsIdentity().primaryKey())
+        .addColumn('user_id', 'varchar(255)', (column) => column.notNull())
+        .addColumn('session_id', 'varchar(255)', (column) => column.notNull())
+        .addColumn('role', 'varchar(50)', (column) => column.notNull())
+        .addColumn('message', 'text', (column) => column.notNull())
+        .addColumn('created_at', 'timestamptz', (column) => column.notNull().defaultTo(sql`now()`))
+        .execute();
+      // The recent turns of a session, and its pages, are range scans of this index.
+      await db.schema
+        .createIndex('conversations_session_id_id_idx')
+        .ifNotExists()
+        .on('conversations')
+        .columns(['session_id', 'id'])
+        .execute();
+
+      await db.schema
+        .createTable('sessions')
+        .ifNotExists()
+        .addColumn('session_id', 'varchar(255)', (column) => column.primaryKey())
+        .addColumn('user_id', 'varchar(255)', (column) => column.notNull())
+        .addColumn('created_at', 'timestamptz', (column) => column.notNull().defaultTo(sql`now()`))
+        .addColumn('last_active', 'timestamptz', (column) => column.notNull().defaultTo(sql`now()`))
+        .addColumn('history_hash', 'text')
+        .addColumn('snapshot', 'jsonb')
+        .addColumn('current_state', 'varchar(255)')
+        .addColumn('transitions', 'integer', (column) => column.notNull().defaultTo(0))
+        .addColumn('deleted_at', 'timestamptz')
+        .execute();
+      await db.schema
+        .createIndex('sessions_user_id_history_hash_idx')
+        .ifNotExists()
+        .on('sessions')
+        .columns(['user_id', 'history_hash'])
+        .execute();
+      // Listing sessions, most recently active first, with or without a user filter.
+      await db.schema
+        .createIndex('sessions_user_id_last_active_idx')
+        .ifNotExists()
+        .on('sessions')
+        .columns(['user_id', 'last_active'])
+        .execute();
+      await db.schema.createIndex('sessions_last_active_idx').ifNotExists().on('sessions').column('last_active').execute();
+    },
+  },
+};
+
+/**
+ * Long-term vector memory, tracked apart from the core migrations so that switching the
+ * feature on later (or off again) never leaves the core history out of order.
+ */
+export function createMemoryMigrations(embeddingDimensions: number): Record<string, Migration> {
+  return {
+    '0001_memories': {
+      async up(db: Kysely<any>) {
+        await sql`create extension if not exists vector`.execute(db);
+        await db.schema
+          .createTable('memories')
+          .ifNotExists()
+          .addColumn('id', 'integer', (column) => column.generatedByDefaultAsIdentity().primaryKey())
+          .addColumn('user_id', 'varchar(255)', (column) => column.notNull())
+          .addColumn('session_id', 'varchar(255)', (column) => column.notNull())
+          .addColumn('content', 'text', (column) => column.notNull())
+          .addColumn('embedding', sql`vector(${sql.lit(embeddingDimensions)})`, (column) => column.notNull())
+          .addColumn('created_at', 'timestamptz', (column) => column.notNull().defaultTo(sql`now()`))
+          .execute();
+        await db.schema
+          .createIndex('memories_embedding_hnsw_idx')
+          .ifNotExists()
+          .on('memories')
+          .using('hnsw')
+          .expression(sql`embedding vector_cosine_ops`)
+          .execute();
+        await db.schema.createIndex('memories_user_id_idx').ifNotExists().on('memories').column('user_id').execute();
+        await db.schema.createIndex('memories_session_id_idx').ifNotExists().on('memories').column('session_id').execute();
+      },
+    },
+  };
+}

@@ -1,0 +1,93 @@
+import { sql } from 'kysely';
+import type { Kysely, Selectable } from 'kysely';
+import type { SessionProgress, SessionRecord, SessionStore } from '../runtime/ports.js';
+import type { DatabaseSchema, SessionsTable } from './database-schema.js';
+import { rowLimit } from './row-limit.js';
+
+/** The sessions table behind the runtime's SessionStore port. */
+export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStore {
+  return {
+    async get(sessionId: string): Promise<SessionRecord | undefined> {
+      const row = await db.selectFrom('sessions').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
+      return row && toRecord(row);
+    },
+
+    async claim(sessionId: string, userId: string): Promise<SessionRecord> {
+      const inserted = await db
+        .insertInto('sessions')
+        .values({ session_id: sessionId, user_id: userId })
+        .onConflict((conflict) => conflict.column('session_id').doNothing())
+        .returningAll()
+        .executeTakeFirst();
+      if (inserted) return toRecord(inserted);
+      // A separate statement: under READ COMMITTED it sees the row a concurrent claim committed.
+      const existing = await db.selectFrom('sessions').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
+      if (!existing) throw new Error(`Session ${sessionId} neither inserted nor found while claiming it.`);
+      return toRecord(existing);
+    },
+
+    async findByHistoryHash(userId: string, historyHash: string): Promise<SessionRecord | undefined> {
+      const row = await db
+        .selectFrom('sessions')
+        .selectAll()
+        .where('user_id', '=', userId)
+        .where('history_hash', '=', historyHash)
+        .where('deleted_at', 'is', null)
+        .orderBy('last_active', 'desc')
+        .limit(1)
+        .executeTakeFirst();
+      return row && toRecord(row);
+    },
+
+    async saveProgress(sessionId: string, progress: SessionProgress): Promise<void> {
+      // A deleted session keeps its cleared snapshot: the write is dropped, not failed, since
+      // the runtime retries failed writes until they succeed.
+      await db
+        .updateTable('sessions')
+        .set({
+          snapshot: progress.snapshot === undefined || progress.snapshot === null ? null : JSON.stringify(progress.snapshot),
+          current_state: progress.currentState,
+          transitions: progress.transitions,
+          history_hash: progress.historyHash,
+          last_active: sql<Date>`now()`,
+        })
+        .where('session_id', '=', sessionId)
+        .where('deleted_at', 'is', null)
+        .execute();
+    },
+
+    async list(options: { userId?: string; limit: number; before?: Date }): Promise<SessionRecord[]> {
+      const count = rowLimit(options.limit);
+      if (count === 0) return [];
+      // Deleted sessions are gone for listing; `get` still returns them.
+      let query = db.selectFrom('sessions').selectAll().where('deleted_at', 'is', null);
+      if (options.userId !== undefined) query = query.where('user_id', '=', options.userId);
+      // The port pages by lastActive alone: sessions tied with a page's last one are skipped.
+      if (options.before !== undefined) query = query.where('last_active', '<', options.before);
+      const rows = await query.orderBy('last_active', 'desc').orderBy('session_id', 'desc').limit(count).execute();
+      return rows.map(toRecord);
+    },
+
+    async markDeleted(sessionId: string): Promise<void> {
+      await db
+        .updateTable('sessions')
+        .set({ deleted_at: sql<Date>`coalesce(deleted_at, now())`, snapshot: null })
+        .where('session_id', '=', sessionId)
+        .execute();
+    },
+  };
+}
+
+function toRecord(row: Selectable<SessionsTable>): SessionRecord {
+  return {
+    sessionId: row.session_id,
+    userId: row.user_id,
+    createdAt: row.created_at,
+    lastActive: row.last_active,
+    historyHash: row.history_hash,
+    snapshot: row.snapshot,
+    currentState: row.current_state,
+    transitions: row.transitions,
+    deletedAt: row.deleted_at,
+  };
+}

@@ -1,0 +1,131 @@
+import { randomUUID } from 'node:crypto';
+import { expect } from 'chai';
+import type { ConversationStore, NewConversationRecord } from '../../runtime/ports.js';
+import { createConversationRepository, migrateToLatest } from '../../storage/index.js';
+import { databaseTargets } from '../support/databases.js';
+import type { TestDatabase } from '../support/databases.js';
+
+function turns(sessionId: string, count: number, userId = 'user-a'): NewConversationRecord[] {
+  return Array.from({ length: count }, (_, index) => ({
+    userId,
+    sessionId,
+    role: index % 2 === 0 ? 'user' : 'assistant',
+    message: `message ${index}`,
+  }));
+}
+
+for (const target of databaseTargets()) {
+  describe(`createConversationRepository on ${target.name}`, () => {
+    let database: TestDatabase;
+    let store: ConversationStore;
+
+    before(async () => {
+      database = await target.open();
+      await migrateToLatest(database, { vector: target.hasVector, embeddingDimensions: 3 });
+      store = createConversationRepository(database.db);
+    });
+    after(async () => {
+      await database?.close();
+    });
+
+    it('returns the records with increasing ids in the given order when appending', async () => {
+      const sessionId = randomUUID();
+      const stored = await store.append(turns(sessionId, 5));
+
+      expect(stored.map((record) => record.message)).to.deep.equal(turns(sessionId, 5).map((record) => record.message));
+      const ids = stored.map((record) => record.id);
+      expect(ids).to.deep.equal([...ids].sort((a, b) => a - b));
+      expect(new Set(ids).size).to.equal(5);
+      expect(stored[0]).to.include({ userId: 'user-a', sessionId, role: 'user', message: 'message 0' });
+      expect(stored[0]?.createdAt).to.be.instanceOf(Date);
+    });
+
+    it('stores nothing and returns an empty list when appending no records', async () => {
+      expect(await store.append([])).to.deep.equal([]);
+    });
+
+    it('keeps the records of concurrent appends to one session each in their order', async () => {
+      const sessionId = randomUUID();
+      const batches = [0, 1, 2, 3].map((batch) =>
+        turns(sessionId, 3).map((record) => ({ ...record, message: `${batch}:${record.message}` })),
+      );
+      await Promise.all(batches.map((batch) => store.append(batch)));
+
+      const stored = await store.page(sessionId, { limit: 100 });
+      expect(stored).to.have.length(12);
+      for (let batch = 0; batch < 4; batch += 1) {
+        const ofBatch = stored.filter((record) => record.message.startsWith(`${batch}:`)).map((record) => record.message);
+        expect(ofBatch).to.deep.equal([`${batch}:message 0`, `${batch}:message 1`, `${batch}:message 2`]);
+      }
+    });
+
+    it('stores nothing when one record of an append is invalid', async () => {
+      const sessionId = randomUUID();
+      const records = turns(sessionId, 3);
+      records[2] = { ...records[2]!, role: 'r'.repeat(51) };
+
+      let failure: unknown;
+      await store.append(records).catch((error: unknown) => {
+        failure = error;
+      });
+      expect(failure).to.have.property('code', '22001');
+      expect(await store.count(sessionId)).to.equal(0);
+    });
+
+    it('returns the last N records oldest first when asked for recent turns', async () => {
+      const sessionId = randomUUID();
+      await store.append(turns(sessionId, 7));
+      await store.append(turns(randomUUID(), 3));
+
+      const recent = await store.recent(sessionId, 3);
+      expect(recent.map((record) => record.message)).to.deep.equal(['message 4', 'message 5', 'message 6']);
+    });
+
+    it('returns every record when fewer than N exist', async () => {
+      const sessionId = randomUUID();
+      await store.append(turns(sessionId, 2));
+      expect((await store.recent(sessionId, 10)).map((record) => record.message)).to.deep.equal(['message 0', 'message 1']);
+    });
+
+    it('returns nothing when the recent limit is zero or negative', async () => {
+      const sessionId = randomUUID();
+      await store.append(turns(sessionId, 2));
+      expect(await store.recent(sessionId, 0)).to.deep.equal([]);
+      expect(await store.recent(sessionId, -1)).to.deep.equal([]);
+    });
+
+    it('pages through a session oldest first when given the last id seen', async () => {
+      const sessionId = randomUUID();
+      const stored = await store.append(turns(sessionId, 5));
+
+      const first = await store.page(sessionId, { limit: 2 });
+      const second = await store.page(sessionId, { afterId: first.at(-1)!.id, limit: 2 });
+      const third = await store.page(sessionId, { afterId: second.at(-1)!.id, limit: 2 });
+      const rest = await store.page(sessionId, { afterId: third.at(-1)!.id, limit: 2 });
+
+      expect([...first, ...second, ...third].map((record) => record.id)).to.deep.equal(stored.map((record) => record.id));
+      expect(third).to.have.length(1);
+      expect(rest).to.deep.equal([]);
+    });
+
+    it('counts only the records of the session when counting', async () => {
+      const sessionId = randomUUID();
+      await store.append(turns(sessionId, 4));
+      await store.append(turns(randomUUID(), 2));
+      expect(await store.count(sessionId)).to.equal(4);
+      expect(await store.count(randomUUID())).to.equal(0);
+    });
+
+    it('deletes only the session records and reports how many when deleting a session', async () => {
+      const sessionId = randomUUID();
+      const otherSessionId = randomUUID();
+      await store.append(turns(sessionId, 3));
+      await store.append(turns(otherSessionId, 2));
+
+      expect(await store.deleteSession(sessionId)).to.equal(3);
+      expect(await store.count(sessionId)).to.equal(0);
+      expect(await store.count(otherSessionId)).to.equal(2);
+      expect(await store.deleteSession(sessionId)).to.equal(0);
+    });
+  });
+}

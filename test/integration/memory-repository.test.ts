@@ -1,0 +1,162 @@
+import { randomUUID } from 'node:crypto';
+import { expect } from 'chai';
+import { sql } from 'kysely';
+import type { VectorMemoryStore } from '../../runtime/ports.js';
+import { createMemoryRepository, createStores, migrateToLatest } from '../../storage/index.js';
+import { databaseTargets } from '../support/databases.js';
+import type { TestDatabase } from '../support/databases.js';
+
+for (const target of databaseTargets().filter((each) => each.hasVector)) {
+  describe(`createMemoryRepository on ${target.name}`, () => {
+    let database: TestDatabase;
+    let store: VectorMemoryStore;
+
+    before(async () => {
+      database = await target.open();
+      await migrateToLatest(database, { vector: true, embeddingDimensions: 3 });
+      store = createMemoryRepository(database.db);
+    });
+    after(async () => {
+      await database?.close();
+    });
+
+    it('returns the entries with ids in the given order when adding', async () => {
+      const userId = `user-${randomUUID()}`;
+      const sessionId = randomUUID();
+      const added = await store.add([
+        { userId, sessionId, content: 'likes tea', embedding: [1, 0, 0] },
+        { userId, sessionId, content: 'lives in Oslo', embedding: [0, 1, 0] },
+      ]);
+
+      expect(added.map((entry) => entry.content)).to.deep.equal(['likes tea', 'lives in Oslo']);
+      expect(added[0]!.id).to.be.lessThan(added[1]!.id);
+      expect(added[0]).to.include({ userId, sessionId });
+      expect(added[0]!.createdAt).to.be.instanceOf(Date);
+      expect(added[0]).to.not.have.property('embedding');
+    });
+
+    it('returns the nearest entries first with their cosine distance when searching', async () => {
+      const userId = `user-${randomUUID()}`;
+      const sessionId = randomUUID();
+      await store.add([
+        { userId, sessionId, content: 'far', embedding: [0, 0, 1] },
+        { userId, sessionId, content: 'same direction', embedding: [2, 0, 0] },
+        { userId, sessionId, content: 'near', embedding: [1, 1, 0] },
+      ]);
+
+      const found = await store.search(userId, [1, 0, 0], 2);
+      expect(found.map((entry) => entry.content)).to.deep.equal(['same direction', 'near']);
+      expect(found[0]!.distance).to.be.closeTo(0, 1e-6);
+      expect(found[1]!.distance).to.be.closeTo(1 - Math.SQRT1_2, 1e-6);
+    });
+
+    it('never returns the memories of another user when searching', async () => {
+      const userA = `user-${randomUUID()}`;
+      const userB = `user-${randomUUID()}`;
+      await store.add([
+        { userId: userA, sessionId: randomUUID(), content: 'secret of A', embedding: [1, 0, 0] },
+        { userId: userB, sessionId: randomUUID(), content: 'note of B', embedding: [0, 0, 1] },
+      ]);
+
+      const found = await store.search(userB, [1, 0, 0], 10);
+      expect(found.map((entry) => entry.content)).to.deep.equal(['note of B']);
+      expect(await store.search(`user-${randomUUID()}`, [1, 0, 0], 10)).to.deep.equal([]);
+    });
+
+    it('finds a user few memories among many of another user when the HNSW index serves the search', async () => {
+      const crowd = `user-${randomUUID()}`;
+      const loner = `user-${randomUUID()}`;
+      await store.add(
+        Array.from({ length: 200 }, (_, index) => ({
+          userId: crowd,
+          sessionId: 'crowd-session',
+          content: `crowd ${index}`,
+          embedding: [1, 0.01 * (index % 40), 0.001 * index],
+        })),
+      );
+      await store.add([{ userId: loner, sessionId: randomUUID(), content: 'the only one', embedding: [0, 1, 0] }]);
+
+      // One connection, so the planner settings that force the index apply to the search.
+      const { plan, found } = await database.db.connection().execute(async (connection) => {
+        await sql`analyze memories`.execute(connection);
+        await sql`set enable_seqscan = off`.execute(connection);
+        await sql`set enable_sort = off`.execute(connection);
+        try {
+          const { rows } = await sql<Record<string, string>>`
+            explain select id from memories where user_id = ${loner}
+            order by embedding <=> '[1,0,0]'::vector limit 3`.execute(connection);
+          return {
+            plan: rows.map((row) => Object.values(row).join(' ')).join('\n'),
+            found: await createMemoryRepository(connection).search(loner, [1, 0, 0], 3),
+          };
+        } finally {
+          await sql`reset enable_seqscan`.execute(connection);
+          await sql`reset enable_sort`.execute(connection);
+        }
+      });
+
+      expect(plan).to.contain('memories_embedding_hnsw_idx');
+      expect(found.map((entry) => entry.content)).to.deep.equal(['the only one']);
+    });
+
+    it('returns nothing when the search limit is zero', async () => {
+      const userId = `user-${randomUUID()}`;
+      await store.add([{ userId, sessionId: randomUUID(), content: 'x', embedding: [1, 0, 0] }]);
+      expect(await store.search(userId, [1, 0, 0], 0)).to.deep.equal([]);
+    });
+
+    it('counts, lists and deletes only the entries of the session when asked by session', async () => {
+      const userId = `user-${randomUUID()}`;
+      const sessionId = randomUUID();
+      const otherSessionId = randomUUID();
+      await store.add([
+        { userId, sessionId, content: 'one', embedding: [1, 0, 0] },
+        { userId, sessionId, content: 'two', embedding: [0, 1, 0] },
+        { userId, sessionId: otherSessionId, content: 'other', embedding: [0, 0, 1] },
+      ]);
+
+      expect(await store.countBySession(sessionId)).to.equal(2);
+      expect((await store.listBySession(sessionId)).map((entry) => entry.content)).to.deep.equal(['one', 'two']);
+      expect(await store.deleteBySession(sessionId)).to.equal(2);
+      expect(await store.countBySession(sessionId)).to.equal(0);
+      expect(await store.listBySession(otherSessionId)).to.have.length(1);
+    });
+
+    it('rejects an embedding with the wrong number of dimensions when adding', async () => {
+      let failure: unknown;
+      await store
+        .add([{ userId: 'user-a', sessionId: randomUUID(), content: 'x', embedding: [1, 0] }])
+        .catch((error: unknown) => {
+          failure = error;
+        });
+      expect(failure).to.be.instanceOf(Error);
+      expect((failure as Error).message).to.match(/expected 3 dimensions, not 2/);
+    });
+
+    it('rejects an embedding that is not finite numbers before querying', async () => {
+      let failure: unknown;
+      await store.search('user-a', [1, Number.NaN, 0], 3).catch((error: unknown) => {
+        failure = error;
+      });
+      expect(failure).to.be.instanceOf(TypeError);
+    });
+
+    if (target.backend === 'pglite-socket') {
+      it('parses vectors into number arrays when a pg connection opens after the migration', async () => {
+        const userId = `user-${randomUUID()}`;
+        await store.add([{ userId, sessionId: randomUUID(), content: 'x', embedding: [0.5, 0.25, 1] }]);
+        // A new pool: its connections find the vector type and register pgvector's parsers.
+        const peer = await database.openPeer();
+        const row = await peer.db.selectFrom('memories').select('embedding').where('user_id', '=', userId).executeTakeFirstOrThrow();
+        expect(row.embedding).to.deep.equal([0.5, 0.25, 1]);
+      });
+    }
+
+    it('includes the memory store when the database has vector support', () => {
+      const stores = createStores(database);
+      expect(stores.memories).to.not.equal(undefined);
+      expect(stores.conversations).to.not.equal(undefined);
+      expect(stores.sessions).to.not.equal(undefined);
+    });
+  });
+}

@@ -1,0 +1,197 @@
+import { randomUUID } from 'node:crypto';
+import { expect } from 'chai';
+import { sql } from 'kysely';
+import type { SessionProgress, SessionStore } from '../../runtime/ports.js';
+import { createSessionRepository, migrateToLatest } from '../../storage/index.js';
+import { databaseTargets } from '../support/databases.js';
+import type { TestDatabase } from '../support/databases.js';
+
+function progress(overrides: Partial<SessionProgress> = {}): SessionProgress {
+  return {
+    snapshot: { status: 'active', value: 'ask_user', context: { messages: [{ role: 'user', content: 'héllo "there"' }], n: 2 } },
+    currentState: 'ask_user',
+    transitions: 2,
+    historyHash: 'hash-1',
+    ...overrides,
+  };
+}
+
+for (const target of databaseTargets()) {
+  describe(`createSessionRepository on ${target.name}`, () => {
+    let database: TestDatabase;
+    let store: SessionStore;
+
+    before(async () => {
+      database = await target.open();
+      await migrateToLatest(database, { vector: target.hasVector, embeddingDimensions: 3 });
+      store = createSessionRepository(database.db);
+    });
+    after(async () => {
+      await database?.close();
+    });
+
+    /** Sets last_active directly, so ordering tests need not wait for the clock. */
+    async function setLastActive(sessionId: string, at: Date): Promise<void> {
+      await sql`update sessions set last_active = ${at} where session_id = ${sessionId}`.execute(database.db);
+    }
+
+    it('creates a fresh session owned by the user when claiming an unknown id', async () => {
+      const sessionId = randomUUID();
+      const session = await store.claim(sessionId, 'user-a');
+
+      expect(session).to.include({ sessionId, userId: 'user-a', historyHash: null, currentState: null, transitions: 0, deletedAt: null });
+      expect(session.snapshot).to.equal(null);
+      expect(session.createdAt).to.be.instanceOf(Date);
+      expect(session.lastActive).to.be.instanceOf(Date);
+      expect(await store.get(sessionId)).to.deep.equal(session);
+    });
+
+    it('returns the existing row of the first user when a second user claims the same id', async () => {
+      const sessionId = randomUUID();
+      const first = await store.claim(sessionId, 'user-a');
+      const second = await store.claim(sessionId, 'user-b');
+
+      expect(second.userId).to.equal('user-a');
+      expect(second).to.deep.equal(first);
+    });
+
+    it('creates one row whichever claim wins when claims run concurrently', async () => {
+      const sessionId = randomUUID();
+      const users = ['user-a', 'user-b', 'user-c', 'user-d', 'user-e', 'user-f'];
+      const claimed = await Promise.all(users.map((userId) => store.claim(sessionId, userId)));
+
+      const owners = new Set(claimed.map((session) => session.userId));
+      expect(owners.size).to.equal(1);
+      const { rows } = await sql<{ count: number }>`
+        select count(*)::int as count from sessions where session_id = ${sessionId}`.execute(database.db);
+      expect(rows[0]?.count).to.equal(1);
+    });
+
+    it('returns undefined when getting an unknown session', async () => {
+      expect(await store.get(randomUUID())).to.equal(undefined);
+    });
+
+    it('round-trips the JSON snapshot and bookkeeping when saving progress', async () => {
+      const sessionId = randomUUID();
+      const claimed = await store.claim(sessionId, 'user-a');
+      await setLastActive(sessionId, new Date('2020-01-01T00:00:00Z'));
+      await store.saveProgress(sessionId, progress());
+
+      const saved = await store.get(sessionId);
+      expect(saved?.snapshot).to.deep.equal(progress().snapshot);
+      expect(saved).to.include({ currentState: 'ask_user', transitions: 2, historyHash: 'hash-1', userId: 'user-a' });
+      expect(saved!.lastActive.getTime()).to.be.greaterThan(new Date('2020-01-01T00:00:00Z').getTime());
+      expect(saved!.createdAt.getTime()).to.equal(claimed.createdAt.getTime());
+    });
+
+    it('stores a snapshot that is a JSON array or string as it was given', async () => {
+      const sessionId = randomUUID();
+      await store.claim(sessionId, 'user-a');
+
+      await store.saveProgress(sessionId, progress({ snapshot: [1, 'two', { three: 3 }] }));
+      expect((await store.get(sessionId))?.snapshot).to.deep.equal([1, 'two', { three: 3 }]);
+      await store.saveProgress(sessionId, progress({ snapshot: 'just text' }));
+      expect((await store.get(sessionId))?.snapshot).to.equal('just text');
+    });
+
+    it('finds the live session of the user when looking up its history hash', async () => {
+      const sessionId = randomUUID();
+      const hash = `hash-${randomUUID()}`;
+      await store.claim(sessionId, 'user-a');
+      await store.saveProgress(sessionId, progress({ historyHash: hash }));
+
+      expect((await store.findByHistoryHash('user-a', hash))?.sessionId).to.equal(sessionId);
+      expect(await store.findByHistoryHash('user-b', hash)).to.equal(undefined);
+      expect(await store.findByHistoryHash('user-a', 'no-such-hash')).to.equal(undefined);
+    });
+
+    it('ignores deleted sessions when looking up a history hash', async () => {
+      const sessionId = randomUUID();
+      const hash = `hash-${randomUUID()}`;
+      await store.claim(sessionId, 'user-a');
+      await store.saveProgress(sessionId, progress({ historyHash: hash }));
+      await store.markDeleted(sessionId);
+
+      expect(await store.findByHistoryHash('user-a', hash)).to.equal(undefined);
+    });
+
+    it('marks the session deleted and clears its snapshot when deleting it', async () => {
+      const sessionId = randomUUID();
+      await store.claim(sessionId, 'user-a');
+      await store.saveProgress(sessionId, progress());
+      await store.markDeleted(sessionId);
+
+      const deleted = await store.get(sessionId);
+      expect(deleted?.deletedAt).to.be.instanceOf(Date);
+      expect(deleted?.snapshot).to.equal(null);
+      expect(deleted?.currentState).to.equal('ask_user');
+    });
+
+    it('keeps the first deletion time when deleting a session twice', async () => {
+      const sessionId = randomUUID();
+      await store.claim(sessionId, 'user-a');
+      await store.markDeleted(sessionId);
+      const first = (await store.get(sessionId))!.deletedAt!;
+      await store.markDeleted(sessionId);
+      expect((await store.get(sessionId))!.deletedAt!.getTime()).to.equal(first.getTime());
+    });
+
+    it('drops the write when saving progress of a deleted session', async () => {
+      const sessionId = randomUUID();
+      await store.claim(sessionId, 'user-a');
+      await store.markDeleted(sessionId);
+      await store.saveProgress(sessionId, progress());
+
+      const session = await store.get(sessionId);
+      expect(session?.snapshot).to.equal(null);
+      expect(session?.transitions).to.equal(0);
+    });
+
+    it('returns the deleted row when claiming a deleted session', async () => {
+      const sessionId = randomUUID();
+      await store.claim(sessionId, 'user-a');
+      await store.markDeleted(sessionId);
+      expect((await store.claim(sessionId, 'user-a')).deletedAt).to.be.instanceOf(Date);
+    });
+
+    it('lists the user sessions most recently active first and pages with before', async () => {
+      const userId = `user-${randomUUID()}`;
+      const ids = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+      for (const [index, sessionId] of ids.entries()) {
+        await store.claim(sessionId, userId);
+        await setLastActive(sessionId, new Date(Date.UTC(2024, 0, 1 + index)));
+      }
+      await store.claim(randomUUID(), `other-${randomUUID()}`);
+
+      const firstPage = await store.list({ userId, limit: 3 });
+      expect(firstPage.map((session) => session.sessionId)).to.deep.equal([ids[3], ids[2], ids[1]]);
+      const secondPage = await store.list({ userId, limit: 3, before: firstPage.at(-1)!.lastActive });
+      expect(secondPage.map((session) => session.sessionId)).to.deep.equal([ids[0]]);
+    });
+
+    it('leaves deleted sessions out when listing', async () => {
+      const userId = `user-${randomUUID()}`;
+      const kept = randomUUID();
+      const deleted = randomUUID();
+      await store.claim(kept, userId);
+      await store.claim(deleted, userId);
+      await store.markDeleted(deleted);
+
+      expect((await store.list({ userId, limit: 10 })).map((session) => session.sessionId)).to.deep.equal([kept]);
+    });
+
+    it('lists sessions of every user when no user is given', async () => {
+      const first = randomUUID();
+      const second = randomUUID();
+      await store.claim(first, `user-${randomUUID()}`);
+      await store.claim(second, `user-${randomUUID()}`);
+      // Far in the future, so no session of another test comes first.
+      await setLastActive(first, new Date('2999-01-02T00:00:00Z'));
+      await setLastActive(second, new Date('2999-01-01T00:00:00Z'));
+
+      const listed = await store.list({ limit: 2 });
+      expect(listed.map((session) => session.sessionId)).to.deep.equal([first, second]);
+      expect(new Set(listed.map((session) => session.userId)).size).to.equal(2);
+    });
+  });
+}

@@ -1,0 +1,166 @@
+import { expect } from 'chai';
+import { sql } from 'kysely';
+import { MEMORY_MIGRATION_TABLE, migrateToLatest } from '../../storage/index.js';
+import type { MigrateOptions } from '../../storage/index.js';
+import { databaseTargets } from '../support/databases.js';
+import type { TestDatabase } from '../support/databases.js';
+
+const CORE = ['core/0001_conversations_and_sessions'];
+const MEMORY = ['memory/0001_memories'];
+
+for (const target of databaseTargets()) {
+  describe(`migrateToLatest on ${target.name}`, () => {
+    let database: TestDatabase;
+    const options: MigrateOptions = { vector: target.hasVector, embeddingDimensions: 3 };
+    const expected = target.hasVector ? [...CORE, ...MEMORY] : CORE;
+
+    before(async () => {
+      database = await target.open();
+    });
+    after(async () => {
+      await database?.close();
+    });
+
+    // Runs first, while the database is still empty.
+    it('applies each migration exactly once when two migrators start at the same time', async () => {
+      const peer = await database.openPeer();
+      const [first, second] = await Promise.all([migrateToLatest(database, options), migrateToLatest(peer, options)]);
+
+      expect([...first.applied, ...second.applied].sort()).to.deep.equal([...expected].sort());
+      const { rows } = await sql<{ name: string }>`select name from kysely_migration`.execute(database.db);
+      expect(rows.map((row) => row.name)).to.deep.equal(['0001_conversations_and_sessions']);
+    });
+
+    it('applies nothing when the schema is already current', async () => {
+      await migrateToLatest(database, options);
+      const again = await migrateToLatest(database, options);
+      expect(again.applied).to.deep.equal([]);
+    });
+
+    it('creates conversations with exactly the specification columns when migrated', async () => {
+      await migrateToLatest(database, options);
+      const { rows } = await sql<{
+        column_name: string;
+        data_type: string;
+        character_maximum_length: number | null;
+        is_nullable: string;
+        is_identity: string;
+        has_default: boolean;
+      }>`
+        select column_name, data_type, character_maximum_length, is_nullable, is_identity,
+               (column_default is not null) as has_default
+        from information_schema.columns
+        where table_schema = current_schema() and table_name = 'conversations'
+        order by ordinal_position`.execute(database.db);
+
+      expect(rows).to.deep.equal([
+        { column_name: 'id', data_type: 'integer', character_maximum_length: null, is_nullable: 'NO', is_identity: 'YES', has_default: false },
+        { column_name: 'user_id', data_type: 'character varying', character_maximum_length: 255, is_nullable: 'NO', is_identity: 'NO', has_default: false },
+        { column_name: 'session_id', data_type: 'character varying', character_maximum_length: 255, is_nullable: 'NO', is_identity: 'NO', has_default: false },
+        { column_name: 'role', data_type: 'character varying', character_maximum_length: 50, is_nullable: 'NO', is_identity: 'NO', has_default: false },
+        { column_name: 'message', data_type: 'text', character_maximum_length: null, is_nullable: 'NO', is_identity: 'NO', has_default: false },
+        { column_name: 'created_at', data_type: 'timestamp with time zone', character_maximum_length: null, is_nullable: 'NO', is_identity: 'NO', has_default: true },
+      ]);
+    });
+
+    it('makes id the primary key and indexes (session_id, id) when migrated', async () => {
+      await migrateToLatest(database, options);
+      const { rows } = await sql<{ indexdef: string }>`
+        select indexdef from pg_indexes where schemaname = current_schema() and tablename = 'conversations'`.execute(database.db);
+      const definitions = rows.map((row) => row.indexdef);
+      expect(definitions.some((definition) => /UNIQUE INDEX conversations_pkey .*\(id\)/.test(definition))).to.equal(true);
+      expect(definitions.some((definition) => /conversations_session_id_id_idx .*\(session_id, id\)/.test(definition))).to.equal(true);
+    });
+
+    it('creates sessions with its bookkeeping columns when migrated', async () => {
+      await migrateToLatest(database, options);
+      const { rows } = await sql<{ column_name: string; is_nullable: string }>`
+        select column_name, is_nullable from information_schema.columns
+        where table_schema = current_schema() and table_name = 'sessions'
+        order by ordinal_position`.execute(database.db);
+      expect(rows.map((row) => `${row.column_name}${row.is_nullable === 'YES' ? '?' : ''}`)).to.deep.equal([
+        'session_id',
+        'user_id',
+        'created_at',
+        'last_active',
+        'history_hash?',
+        'snapshot?',
+        'current_state?',
+        'transitions',
+        'deleted_at?',
+      ]);
+    });
+
+    if (target.hasVector) {
+      it('creates memories with an HNSW cosine index when vector is on', async () => {
+        await migrateToLatest(database, options);
+        const { rows } = await sql<{ indexdef: string }>`
+          select indexdef from pg_indexes where schemaname = current_schema() and tablename = 'memories'`.execute(database.db);
+        const definitions = rows.map((row) => row.indexdef);
+        expect(definitions.some((definition) => /USING hnsw \(embedding vector_cosine_ops\)/.test(definition))).to.equal(true);
+        expect(definitions.some((definition) => /memories_user_id_idx .*\(user_id\)/.test(definition))).to.equal(true);
+        expect(definitions.some((definition) => /memories_session_id_idx .*\(session_id\)/.test(definition))).to.equal(true);
+        const { rows: recorded } = await sql<{ name: string }>`select name from ${sql.table(MEMORY_MIGRATION_TABLE)}`.execute(
+          database.db,
+        );
+        expect(recorded.map((row) => row.name)).to.deep.equal(['0001_memories']);
+      });
+
+      it('rejects a start when the configured embedding dimensions differ from the table', async () => {
+        await migrateToLatest(database, options);
+        let failure: unknown;
+        await migrateToLatest(database, { vector: true, embeddingDimensions: 4 }).catch((error: unknown) => {
+          failure = error;
+        });
+        expect(failure).to.be.instanceOf(Error);
+        expect((failure as Error).message).to.match(/vector\(3\).*dimensions are 4/);
+      });
+
+      it('keeps working when long-term memory is switched off after it was on', async () => {
+        await migrateToLatest(database, options);
+        const summary = await migrateToLatest(database, { vector: false, embeddingDimensions: 3 });
+        expect(summary.applied).to.deep.equal([]);
+      });
+    }
+
+    it('rejects embedding dimensions that the HNSW index cannot take when vector is on', async () => {
+      let failure: unknown;
+      await migrateToLatest(database, { vector: true, embeddingDimensions: 4096 }).catch((error: unknown) => {
+        failure = error;
+      });
+      expect((failure as Error).message).to.match(/from 1 to 2000/);
+    });
+  });
+}
+
+for (const target of databaseTargets().filter((each) => each.backend !== 'pglite-socket')) {
+  describe(`migrateToLatest where pgvector is unavailable (${target.backend})`, () => {
+    let database: TestDatabase;
+
+    before(async () => {
+      // The server is opened as configured for long-term memory; PGlite without loading pgvector.
+      database = await target.open({ vector: target.backend === 'postgres' });
+    });
+    after(async () => {
+      await database?.close();
+    });
+
+    it('explains that the vector extension is missing when long-term memory is on', async () => {
+      let failure: unknown;
+      await migrateToLatest(database, { vector: true, embeddingDimensions: 3 }).catch((error: unknown) => {
+        failure = error;
+      });
+      expect(failure).to.be.instanceOf(Error);
+      expect((failure as Error).message).to.match(/no "vector" extension.* available/);
+      expect((failure as Error).message).to.match(/long-term memory/);
+      if (target.backend === 'postgres') expect((failure as Error).message).to.match(/PostgreSQL server \(version \d+/);
+    });
+
+    it('creates no table when the vector extension is missing', async () => {
+      await migrateToLatest(database, { vector: true, embeddingDimensions: 3 }).catch(() => undefined);
+      const { rows } = await sql<{ count: number }>`
+        select count(*)::int as count from information_schema.tables where table_schema = current_schema()`.execute(database.db);
+      expect(rows[0]?.count).to.equal(0);
+    });
+  });
+}

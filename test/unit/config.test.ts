@@ -1,0 +1,105 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { expect } from 'chai';
+import { ConfigError, loadConfig } from '../../config/load-config.js';
+
+function deploymentFile(yaml: string): string {
+  const path = join(mkdtempSync(join(tmpdir(), 'svc-config-')), 'deployment.yaml');
+  writeFileSync(path, yaml);
+  return path;
+}
+
+function loadError(env: NodeJS.ProcessEnv): ConfigError {
+  try {
+    loadConfig(env);
+  } catch (error) {
+    expect(error).to.be.instanceOf(ConfigError);
+    return error as ConfigError;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('loadConfig', () => {
+  it('gives the specification defaults when nothing is set', () => {
+    const config = loadConfig({});
+    expect(config.app).to.include({ host: '0.0.0.0', port: 1111, reload: false });
+    expect(config.llm).to.include({ base_url: 'http://localhost:30000/v1', temperature: 0.7, max_tokens: 1024 });
+    expect(config.database.url).to.equal('');
+    expect(config.memory.use_long_term).to.equal(false);
+    expect(config.state.graph_path).to.equal('config/default-graph.yaml');
+    expect(config.mcp_servers).to.deep.equal({});
+  });
+
+  it('reads the deployment file named by CONFIG_FILE', () => {
+    const file = deploymentFile(`
+app:
+  port: 2345
+  system_prompt: Be brief.
+llm:
+  base_url: http://127.0.0.1:9999/v1
+mcp_servers:
+  everything:
+    transport: stdio
+    command: npx
+    args: ["-y", "@modelcontextprotocol/server-everything"]
+`);
+    const config = loadConfig({ CONFIG_FILE: file });
+    expect(config.app.port).to.equal(2345);
+    expect(config.app.system_prompt).to.equal('Be brief.');
+    expect(config.llm.base_url).to.equal('http://127.0.0.1:9999/v1');
+    expect(config.mcp_servers.everything).to.deep.include({ transport: 'stdio', command: 'npx', per_user: false });
+    expect(config.config_file).to.equal(file);
+  });
+
+  it('lets the environment override the deployment file', () => {
+    const file = deploymentFile('app:\n  port: 2345\n');
+    const config = loadConfig({
+      CONFIG_FILE: file,
+      APP_PORT: '3456',
+      APP_HOST: '127.0.0.1',
+      LLM_BASE_URL: 'http://10.0.0.5:8000/v1',
+      LLM_MODEL: 'qwen',
+      LLM_API_KEY: 'secret',
+      DB_URL: 'postgres://u:p@db:5432/agents',
+      DATA_DIR: '/var/lib/svc',
+      STATE_GRAPH_PATH: '/etc/svc/graph.yaml',
+      SYSTEM_PROMPT: 'Hi.',
+      LOG_LEVEL: 'debug',
+    });
+    expect(config.app).to.include({ port: 3456, host: '127.0.0.1', system_prompt: 'Hi.' });
+    expect(config.llm).to.include({ base_url: 'http://10.0.0.5:8000/v1', model: 'qwen', api_key: 'secret' });
+    expect(config.database).to.include({ url: 'postgres://u:p@db:5432/agents', data_dir: '/var/lib/svc' });
+    expect(config.state.graph_path).to.equal('/etc/svc/graph.yaml');
+    expect(config.log.level).to.equal('debug');
+  });
+
+  it('takes PORT when APP_PORT is not set, and APP_PORT over PORT', () => {
+    expect(loadConfig({ PORT: '4000' }).app.port).to.equal(4000);
+    expect(loadConfig({ PORT: '4000', APP_PORT: '5000' }).app.port).to.equal(5000);
+  });
+
+  it('names the key when a value is bad', () => {
+    expect(loadError({ APP_PORT: 'abc' }).message).to.match(/^app\.port: /);
+    expect(loadError({ LLM_TEMPERATURE: '3' }).message).to.match(/^llm\.temperature: /);
+    expect(loadError({ LLM_BASE_URL: 'not a url' }).message).to.match(/^llm\.base_url: /);
+    expect(loadError({ LLM_MAX_TOKENS: '0' }).message).to.match(/^llm\.max_tokens: /);
+    expect(loadError({ LOG_LEVEL: 'loud' }).message).to.match(/^log\.level: /);
+  });
+
+  it('refuses a database URL that is not PostgreSQL without printing it', () => {
+    const error = loadError({ DB_URL: 'mysql://root:hunter2@db/x' });
+    expect(error.message).to.match(/^database\.url: /);
+    expect(error.message).not.to.include('hunter2');
+  });
+
+  it('refuses an unknown key and a bad tool server in the deployment file', () => {
+    expect(loadError({ CONFIG_FILE: deploymentFile('app:\n  colour: blue\n') }).message).to.include('app.colour');
+    const badServer = deploymentFile('mcp_servers:\n  broken:\n    transport: carrier-pigeon\n');
+    expect(loadError({ CONFIG_FILE: badServer }).message).to.match(/^mcp_servers\.broken/);
+  });
+
+  it('says so when CONFIG_FILE names a missing file', () => {
+    expect(loadError({ CONFIG_FILE: '/nonexistent/deployment.yaml' }).message).to.match(/^CONFIG_FILE: /);
+  });
+});

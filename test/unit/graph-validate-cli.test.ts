@@ -1,0 +1,137 @@
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+
+const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+type Run = { code: number | null; stdout: string; stderr: string };
+
+/** Runs `node --import tsx scripts/graph-validate.ts <args>` from the repository root. */
+function runCli(args: string[]): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/graph-validate.ts', ...args], { cwd: REPO_ROOT });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+const GOOD_JSON = {
+  initial: 'ask_user',
+  states: {
+    ask_user: { description: 'waits', type: 'user', transition: { next: ['planner'] } },
+    planner: { description: 'plans', type: 'agent', transition: { next: ['reviewer'] } },
+    reviewer: { description: 'reviews', type: 'agent', transition: { next: ['ask_user'] } },
+  },
+};
+
+const BAD_YAML = `initial: agent_reply
+states:
+  ask_user:
+    description: waits
+    type: user
+    transition: { next: [agent_reply] }
+  agent_reply:
+    description: replies
+    type: agent
+    transition: { next: [ask_user, use_tool] }
+  use_tool:
+    description: runs tools
+    type: robot
+    transition: { next: [agent_reply, nowhere] }
+`;
+
+describe('graph:validate CLI', () => {
+  let dir: string;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'graph-validate-'));
+  });
+
+  after(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('prints a summary and exits 0 when the default graph is checked', async () => {
+    const run = await runCli([]);
+    expect(run.code).to.equal(0);
+    expect(run.stdout).to.include('config/default-graph.yaml: valid state graph');
+    expect(run.stdout).to.match(/initial\s+agent_reply/);
+    expect(run.stdout).to.match(/states\s+3 \(1 user, 1 agent, 1 tool\)/);
+    expect(run.stdout).to.match(/transitions\s+4/);
+    expect(run.stderr).to.equal('');
+  });
+
+  it('lists every problem on stderr and exits 1 when the graph is bad', async () => {
+    const file = join(dir, 'bad.yaml');
+    await writeFile(file, BAD_YAML);
+    const run = await runCli([file]);
+    expect(run.code).to.equal(1);
+    expect(run.stdout).to.equal('');
+    const lines = run.stderr.trimEnd().split('\n');
+    expect(lines[0]).to.equal(`${file}: 2 problems in the state graph`);
+    expect(lines[1]).to.match(/^ {2}states\.use_tool\.type {2}state use_tool {2}unknown value "robot"/);
+    expect(lines[2]).to.equal('  states.use_tool.transition.next[1]  state use_tool  transition to unknown state "nowhere"');
+    expect(lines).to.have.length(3);
+  });
+
+  it('reads the file as JSON when its name ends in .json', async () => {
+    const file = join(dir, 'planner.json');
+    await writeFile(file, JSON.stringify(GOOD_JSON));
+    const run = await runCli([file]);
+    expect(run.code).to.equal(0);
+    expect(run.stdout).to.match(/states\s+3 \(1 user, 2 agent, 0 tool\)/);
+  });
+
+  it('reports a syntax error and exits 1 when a .json file is not JSON', async () => {
+    const file = join(dir, 'yaml-in-disguise.json');
+    await writeFile(file, 'initial: ask_user\n');
+    const run = await runCli([file]);
+    expect(run.code).to.equal(1);
+    expect(run.stderr).to.match(/^ {2}\(root\) {2}JSON syntax error: /m);
+  });
+
+  it('reports a syntax error and exits 1 when the YAML is malformed', async () => {
+    const file = join(dir, 'broken.yaml');
+    await writeFile(file, 'initial: agent_reply\nstates: [unclosed\n');
+    const run = await runCli([file]);
+    expect(run.code).to.equal(1);
+    expect(run.stderr).to.match(/^ {2}\(root\) {2}YAML syntax error: .*line \d+, column \d+/m);
+  });
+
+  it('prints only Mermaid text on stdout when --mermaid is given', async () => {
+    const run = await runCli(['--mermaid']);
+    expect(run.code).to.equal(0);
+    expect(run.stdout.startsWith('stateDiagram-v2\n')).to.equal(true);
+    expect(run.stdout).to.include('  agent_reply --> use_tool : tool calls');
+    expect(run.stdout).not.to.include('valid state graph');
+  });
+
+  it('writes a standalone HTML drawing when --html is given', async () => {
+    const out = join(dir, 'graph.html');
+    const run = await runCli(['config/default-graph.yaml', '--html', out]);
+    expect(run.code).to.equal(0);
+    expect(run.stdout).to.include(`wrote ${out}`);
+    const html = await readFile(out, 'utf8');
+    expect(html).to.match(/^<!doctype html>/);
+    expect(html).to.include('data-state="agent_reply"');
+  });
+
+  it('exits 1 when the file cannot be read', async () => {
+    const run = await runCli([join(dir, 'missing.yaml')]);
+    expect(run.code).to.equal(1);
+    expect(run.stderr).to.include('cannot read');
+  });
+
+  it('prints usage and exits 2 when given an unknown option', async () => {
+    const run = await runCli(['--nope']);
+    expect(run.code).to.equal(2);
+    expect(run.stderr).to.include('usage: npm run graph:validate');
+  });
+});
