@@ -49,7 +49,14 @@ export type ConfigValues = {
     embedding_model: string;
   };
   database: { url: string; data_dir: string; pool_size: number };
-  memory: { user_id: string; use_long_term: boolean; short_term_turns: number; long_term_results: number; embedding_dimensions: number };
+  memory: {
+    user_id: string;
+    use_long_term: boolean;
+    short_term_turns: number;
+    long_term_results: number;
+    embeddings: string;
+    embedding_dimensions: number;
+  };
   state: { graph_path: string; max_tool_rounds: number };
   sessions: { cache_size: number; idle_ms: number; turn_wait_ms: number; write_wait_ms: number };
   log: { level: string };
@@ -97,6 +104,12 @@ export const configSchema: convict.Schema<ConfigValues> = {
     use_long_term: { doc: 'Long-term vector memory (pgvector).', format: Boolean, default: false, env: 'MEMORY_USE_LONG_TERM' },
     short_term_turns: { doc: 'Stored turns placed in the context when a client sends only its new message.', format: 'positive-int', default: 20, env: 'MEMORY_SHORT_TERM_TURNS' },
     long_term_results: { doc: 'Long-term memories recalled into a context.', format: 'positive-int', default: 5, env: 'MEMORY_LONG_TERM_RESULTS' },
+    embeddings: {
+      doc: 'Where long-term memory embeddings come from: llm (the LLM server /v1/embeddings), local (hashed words, offline), or auto (the LLM server when it offers embeddings at start-up, else local).',
+      format: ['auto', 'llm', 'local'],
+      default: 'auto',
+      env: 'MEMORY_EMBEDDINGS',
+    },
     embedding_dimensions: { doc: 'Dimensions of stored embeddings.', format: 'positive-int', default: 256, env: 'MEMORY_EMBEDDING_DIMENSIONS' },
   },
   state: {

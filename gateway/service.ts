@@ -5,7 +5,10 @@ import type { AppConfig } from '../config/load-config.js';
 import { loadGraph } from '../config/load-graph.js';
 import { DurableWriter } from '../runtime/durable-writer.js';
 import { EventBus } from '../runtime/event-bus.js';
+import { chooseEmbedder } from '../runtime/embedder.js';
 import { createLlmClient } from '../runtime/llm-client.js';
+import type { LongTermMemory } from '../runtime/long-term-memory.js';
+import { createVectorMemory } from '../runtime/vector-memory.js';
 import { Supervisor } from '../runtime/supervisor.js';
 import { createDatabase, createStores, migrateToLatest, type Database } from '../storage/index.js';
 import { createApp } from './app.js';
@@ -28,7 +31,13 @@ export type RunningService = {
 export async function startService(config: AppConfig, logger: Logger): Promise<RunningService> {
   const graph = loadGraph(config.state.graph_path);
   const vector = config.memory.use_long_term;
-  const database = await createDatabase({ url: config.database.url, dataDir: config.database.data_dir, vector, poolSize: config.database.pool_size });
+  const database = await createDatabase({
+    url: config.database.url,
+    dataDir: config.database.data_dir,
+    vector,
+    poolSize: config.database.pool_size,
+    onIdleError: (error) => logger.warn(`database connection lost: ${error.message}`),
+  });
   try {
     await migrateToLatest(database, { vector, embeddingDimensions: config.memory.embedding_dimensions });
   } catch (error) {
@@ -39,6 +48,7 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
   const events = new EventBus();
   const stopLogging = logRuntimeEvents(events, logger);
   const writer = new DurableWriter(events);
+  const memory = stores.memories ? await createMemory(config, stores.memories, events, logger) : undefined;
   const supervisor = new Supervisor({
     graph,
     llm: createLlmClient({ baseUrl: config.llm.base_url, apiKey: config.llm.api_key, timeoutMs: config.llm.timeout_ms }),
@@ -46,6 +56,7 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
     sessions: stores.sessions,
     writer,
     events,
+    memory,
     settings: {
       systemPrompt: config.app.system_prompt,
       shortTermTurns: config.memory.short_term_turns,
@@ -90,6 +101,24 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
     })());
 
   return { url: `http://${host}:${port}`, port, server, supervisor, events, database, writer, close };
+}
+
+async function createMemory(
+  config: AppConfig,
+  store: NonNullable<ReturnType<typeof createStores>['memories']>,
+  events: EventBus,
+  logger: Logger,
+): Promise<LongTermMemory> {
+  const { embedder, reason } = await chooseEmbedder({
+    mode: config.memory.embeddings as 'auto' | 'llm' | 'local',
+    baseUrl: config.llm.base_url,
+    apiKey: config.llm.api_key,
+    model: config.llm.embedding_model,
+    dimensions: config.memory.embedding_dimensions,
+    timeoutMs: config.llm.health_timeout_ms,
+  });
+  logger.info(`long-term memory on, embeddings: ${embedder.source} (${reason})`);
+  return createVectorMemory({ store, embedder, events, results: config.memory.long_term_results });
 }
 
 function listen(app: ReturnType<typeof createApp>, port: number, host: string): Promise<Server> {

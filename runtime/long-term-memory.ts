@@ -3,8 +3,8 @@ export type Exchange = { userId: string; sessionId: string; user: string; assist
 
 /** Long-term memory as the supervisor uses it. */
 export interface LongTermMemory {
-  /** The memories of `userId` most relevant to `text`, most relevant first. */
+  /** The memories of `userId` most relevant to `text`, most relevant first; empty when recall fails. */
   recall(userId: string, text: string): Promise<string[]>;
-  /** Stores a finished exchange; never throws (failures are reported on the event bus). */
+  /** Stores a finished exchange; rejects when it could not (the caller retries). */
   consolidate(exchange: Exchange): Promise<void>;
 }

@@ -262,7 +262,9 @@ export class Supervisor {
       );
       await this.waitForWrite(saving);
       if (this.deps.memory && !cancelled && !failure) {
-        void this.deps.memory.consolidate({ userId: request.userId, sessionId, user: lastUserText, assistant: outcome.content });
+        const exchange = { userId: request.userId, sessionId, user: lastUserText, assistant: outcome.content };
+        const memory = this.deps.memory;
+        void this.deps.writer.write(sessionId, 'consolidate long-term memory', () => memory.consolidate(exchange)).catch(() => undefined);
       }
       this.deps.events.emit('turn:completed', {
         sessionId,
@@ -430,14 +432,28 @@ export class Supervisor {
    */
   private async persist(sessionId: string, operation: string, turns: Turn[], userId: string): Promise<void> {
     if (turns.length === 0) return;
-    const write = this.deps.writer.write(sessionId, operation, () =>
-      this.deps.conversations.append(turns.map((turn) => ({ userId, sessionId, role: turn.role, message: turn.content }))),
-    );
+    const records = turns.map((turn) => ({ userId, sessionId, role: turn.role, message: turn.content }));
+    let attempts = 0;
+    const write = this.deps.writer.write(sessionId, operation, async () => {
+      attempts += 1;
+      // A retry after a lost acknowledgement must not store the turns twice.
+      if (attempts > 1 && (await this.isStoredTail(sessionId, turns))) return;
+      await this.deps.conversations.append(records);
+    });
     write.then(
       () => this.deps.events.emit('memory:written', { sessionId, userId, entries: turns.length, kind: 'conversation' }),
       () => undefined,
     );
     await this.waitForWrite(write);
+  }
+
+  /**
+   * True when the session's last records are `turns`. Turns of a session alternate and are
+   * written one turn at a time, so an identical tail can only be an earlier attempt's commit.
+   */
+  private async isStoredTail(sessionId: string, turns: Turn[]): Promise<boolean> {
+    const tail = await this.deps.conversations.recent(sessionId, turns.length);
+    return tail.length === turns.length && tail.every((record, index) => record.role === turns[index]!.role && record.message === turns[index]!.content);
   }
 
   /** Waits for a write to commit, at most `writeWaitMs`; a write still retrying goes on alone. */

@@ -59,6 +59,9 @@ function openServer(url: string, options: CreateDatabaseOptions): Database {
   });
   // Without a listener an idle connection's error would crash the process.
   pool.on('error', (error) => options.onIdleError?.(error));
+  // A checked-out client whose server goes away emits 'error' too (its query also rejects):
+  // without this listener that, too, would crash the process.
+  pool.on('connect', (client) => client.on('error', (error) => options.onIdleError?.(error)));
   const db = new Kysely<DatabaseSchema>({ dialect: new PostgresDialect({ pool }) });
   return { db, kind: 'pg', hasVector: options.vector, close: () => db.destroy() };
 }

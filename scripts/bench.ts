@@ -1,0 +1,178 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chatBodies } from './bench/chat-body.js';
+import { freePort, startChild, type RunningChild } from './bench/child-process.js';
+import { addCleanup, runCleanups } from './bench/cleanup.js';
+import { readSelfTime, type SelfTimeReport } from './bench/cpu-profile.js';
+import { jsonExchange, runLoad, streamExchange } from './bench/load.js';
+import { BENCH_USAGE, parseBenchOptions, type BenchOptions, type SessionMode, type Target } from './bench/options.js';
+import { checkGoals, describeMachine, renderText, writeReport, type BenchReport, type CellResult } from './bench/report.js';
+import { createScratchDatabase, type ScratchDatabase } from './bench/scratch-database.js';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
+
+/** What a run has gathered so far. */
+type Run = { options: BenchOptions; stamp: string; tmp: string; cells: CellResult[]; notes: string[]; profile: SelfTimeReport[] };
+
+/** One `npm run bench`: the fake LLM, then each selected target in turn, then the report. */
+async function main(): Promise<void> {
+  const options = parseBenchOptions(process.argv.slice(2));
+  if (options.help) return console.log(BENCH_USAGE);
+  const date = new Date();
+  const stamp = date.toISOString().slice(0, 19).replace(/:/g, '-');
+  const machine = describeMachine(ROOT);
+  const tmp = await mkdtemp(join(tmpdir(), 'svc-bench-'));
+  addCleanup(() => rm(tmp, { recursive: true, force: true }));
+  const run: Run = { options, stamp, tmp, cells: [], notes: [], profile: [] };
+
+  const llm = await startChild({
+    name: 'fake LLM',
+    script: 'scripts/fake-llm.ts',
+    args: ['--port', '0', '--host', '127.0.0.1'],
+    cwd: ROOT,
+    ready: { line: /fake LLM listening on (http:\/\/\S+)\/v1/ },
+  });
+  if (options.targets.includes('direct')) await measureTarget(run, 'direct', llm.url, [null], options.stream);
+  if (options.targets.includes('passthrough')) {
+    const passthrough = await startChild({
+      name: 'passthrough',
+      script: 'scripts/bench/passthrough.ts',
+      args: ['--upstream', llm.url],
+      cwd: ROOT,
+      ready: { line: /passthrough listening on (http:\/\/\S+)/ },
+    });
+    await measureTarget(run, 'passthrough', passthrough.url, [null], false);
+    await stopChecked(run, passthrough);
+  }
+  if (options.targets.includes('pglite')) await benchService(run, 'pglite', llm.url, '');
+  if (options.targets.includes('pg')) await benchOnPostgres(run, llm.url);
+  await llm.stop();
+
+  const report: BenchReport = {
+    date: date.toISOString(),
+    machine,
+    options: settingsOf(options),
+    cells: run.cells,
+    goals: checkGoals(run.cells),
+    notes: run.notes,
+    ...(run.profile.length > 0 ? { profile: run.profile } : {}),
+  };
+  console.log(renderText(report));
+  const files = await writeReport(report, join(ROOT, 'bench-results'), stamp);
+  console.log(`\nWritten: ${files.join(', ')}`);
+}
+
+function settingsOf({ help: _help, ...settings }: BenchOptions): BenchReport['options'] {
+  return settings;
+}
+
+async function benchOnPostgres(run: Run, llmUrl: string): Promise<void> {
+  let database: ScratchDatabase;
+  try {
+    database = await createScratchDatabase(run.options.dbUrl);
+  } catch (error) {
+    const note = `service pg skipped: PostgreSQL at ${run.options.dbUrl} is not reachable (${error instanceof Error ? error.message : String(error)})`;
+    run.notes.push(note);
+    console.error(note);
+    return;
+  }
+  const unregister = addCleanup(database.drop);
+  run.notes.push(`service pg ran on a scratch database ${database.name} created on ${run.options.dbUrl} and dropped afterwards (pool size: the service default)`);
+  try {
+    await benchService(run, 'pg', llmUrl, database.url);
+  } finally {
+    unregister();
+    await database.drop();
+  }
+}
+
+/** Starts the service on one database, measures its cells, stops it, and reads its CPU profile when asked. */
+async function benchService(run: Run, target: 'pglite' | 'pg', llmUrl: string, dbUrl: string): Promise<void> {
+  const port = await freePort();
+  const profileDir = join(ROOT, 'bench-results', `profile-${run.stamp}-${target}`);
+  const service = await startChild({
+    name: `service ${target}`,
+    script: 'gateway/main.ts',
+    nodeArgs: run.options.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [],
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      APP_HOST: '127.0.0.1',
+      APP_PORT: String(port),
+      LLM_BASE_URL: `${llmUrl}/v1`,
+      DATA_DIR: join(run.tmp, `pglite-${target}`),
+      DB_URL: dbUrl,
+      // At info the service logs a line per request; at warn its ready line is not printed, so it is probed.
+      LOG_LEVEL: 'warn',
+    },
+    ready: { probe: `http://127.0.0.1:${port}/v1/models` },
+  });
+  const windows = await measureTarget(run, target, service.url, run.options.modes, target === 'pglite' && run.options.stream);
+  await stopChecked(run, service);
+  if (run.options.profile) run.profile.push(...(await readSelfTime(profileDir, ROOT, windows)));
+}
+
+/** Measures a target at each concurrency (and session mode); returns the measured windows. */
+async function measureTarget(run: Run, target: Target, origin: string, modes: (SessionMode | null)[], withStream: boolean): Promise<[number, number][]> {
+  const windows: [number, number][] = [];
+  for (const mode of modes) {
+    for (const connections of run.options.concurrency) windows.push(await measureCell(run, target, origin, mode, false, connections));
+  }
+  if (withStream) {
+    for (const connections of run.options.streamConcurrency) windows.push(await measureCell(run, target, origin, modes[0] ?? null, true, connections));
+  }
+  return windows;
+}
+
+async function measureCell(
+  run: Run,
+  target: Target,
+  origin: string,
+  mode: SessionMode | null,
+  stream: boolean,
+  connections: number,
+): Promise<[number, number]> {
+  // One session per connection, named by the cell so that no two cells share a session.
+  const prefix = `bench-${run.stamp}-${target}-${stream ? 'stream' : 'json'}-c${connections}`;
+  const headers = Array.from({ length: connections }, (_, worker) => ({
+    'content-type': 'application/json',
+    ...(mode === 'session' ? { 'x-session-id': `${prefix}-${worker}` } : {}),
+  }));
+  const bodies = chatBodies(stream);
+  const exchange = (stream ? streamExchange : jsonExchange)(bodies, (worker) => headers[worker]!);
+  const result = await runLoad({ origin, connections, warmup: run.options.warmup, durationMs: run.options.durationMs, requests: run.options.requests, exchange });
+  run.cells.push({ target, mode, stream, connections, result, flagged: result.errors > 0 });
+  const first = result.firstPiece ? ` first p50 ${result.firstPiece.p50.toFixed(2)} ms` : '';
+  console.error(
+    `  ${target}${mode ? ` ${mode}` : ''}${stream ? ' stream' : ''} c=${connections}: ${result.rps.toFixed(0)} req/s, p50 ${result.latency.p50.toFixed(2)} ms, p99 ${result.latency.p99.toFixed(2)} ms${first}, ${result.errors} errors`,
+  );
+  return result.windowUs;
+}
+
+/** Stops a child and notes it when it died during the run or printed anything (the service logs only warnings and errors). */
+async function stopChecked(run: Run, child: RunningChild): Promise<void> {
+  if (child.process.exitCode !== null || child.process.signalCode !== null) {
+    run.notes.push(`${child.name} exited during the run (code ${child.process.exitCode}, signal ${child.process.signalCode}); last output: ${child.tail().slice(-5).join(' / ')}`);
+  }
+  const printed = child.lines();
+  await child.stop();
+  if (child.name.startsWith('service') && printed > 0) {
+    run.notes.push(`${child.name} printed ${printed} lines at warn level or above, the last: ${child.tail().slice(-3).join(' / ')}`);
+  }
+}
+
+process.once('SIGINT', () => {
+  console.error('\ninterrupted: stopping the processes under test');
+  void runCleanups().finally(() => process.exit(130));
+});
+
+main()
+  .then(runCleanups)
+  .then(() => process.exit(0))
+  .catch(async (error: unknown) => {
+    console.error(`bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    await runCleanups();
+    process.exit(1);
+  });

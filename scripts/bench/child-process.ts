@@ -1,0 +1,157 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
+import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { addCleanup } from './cleanup.js';
+
+/** How a child process tells it is ready: a line on stdout/stderr (its first group is the URL), or a URL answering 200. */
+export type Readiness = { line: RegExp } | { probe: string };
+
+/** What to run: a TypeScript entry point under `node --import tsx`. */
+export type ChildSpec = {
+  name: string;
+  script: string;
+  args?: string[];
+  /** Node flags placed before the script, e.g. `--cpu-prof`. */
+  nodeArgs?: string[];
+  env?: NodeJS.ProcessEnv;
+  cwd: string;
+  ready: Readiness;
+  readyTimeoutMs?: number;
+};
+
+/** A running child process under test, leader of its own process group. */
+export type RunningChild = {
+  name: string;
+  /** The URL from its ready line, or the probed URL's origin. */
+  url: string;
+  process: ChildProcess;
+  /** Output lines seen (the last ones are kept in `tail`). */
+  lines: () => number;
+  tail: () => string[];
+  /** SIGTERM to the whole group, SIGKILL if it has not exited within `graceMs`. */
+  stop(graceMs?: number): Promise<void>;
+};
+
+const TAIL_LINES = 40;
+
+// Children run in their own process groups and would outlive the bench: whatever is left at exit is killed.
+const live = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of live) killGroup(child, 'SIGKILL');
+});
+
+/** Spawns a child in its own process group and resolves once it is ready; it is stopped by `runCleanups` too. */
+export async function startChild(spec: ChildSpec): Promise<RunningChild> {
+  const child = spawn(process.execPath, [...(spec.nodeArgs ?? []), '--import', 'tsx', spec.script, ...(spec.args ?? [])], {
+    cwd: spec.cwd,
+    env: spec.env ?? process.env,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const tail: string[] = [];
+  let lineCount = 0;
+  const lineListeners = new Set<(line: string) => void>();
+  for (const stream of [child.stdout, child.stderr]) {
+    createInterface({ input: stream! }).on('line', (line) => {
+      lineCount += 1;
+      tail.push(line);
+      if (tail.length > TAIL_LINES) tail.shift();
+      for (const listener of lineListeners) listener(line);
+    });
+  }
+  live.add(child);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  void exited.then(() => live.delete(child));
+  let stopping: Promise<void> | undefined;
+  const stop = (graceMs = 15_000): Promise<void> =>
+    (stopping ??= (async () => {
+      unregister();
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      killGroup(child, 'SIGTERM');
+      const timedOut = await Promise.race([exited.then(() => false), sleep(graceMs).then(() => true)]);
+      if (timedOut) {
+        killGroup(child, 'SIGKILL');
+        await exited;
+      }
+    })());
+  const unregister = addCleanup(() => stop(5_000));
+  try {
+    const url = await waitReady(spec, child, lineListeners);
+    return { name: spec.name, url, process: child, lines: () => lineCount, tail: () => [...tail], stop };
+  } catch (error) {
+    await stop(2_000);
+    throw new Error(`${spec.name}: ${error instanceof Error ? error.message : String(error)}\n${tail.join('\n')}`);
+  }
+}
+
+function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-child.pid!, signal);
+  } catch {
+    // The group is gone already.
+  }
+}
+
+async function waitReady(spec: ChildSpec, child: ChildProcess, lineListeners: Set<(line: string) => void>): Promise<string> {
+  const timeoutMs = spec.readyTimeoutMs ?? 60_000;
+  const controller = new AbortController();
+  const failure = new Promise<never>((_, reject) => {
+    const onExit = (code: number | null, signal: string | null) => reject(new Error(`exited before it was ready (code ${code}, signal ${signal})`));
+    const onError = (error: Error) => reject(error);
+    child.once('exit', onExit);
+    child.once('error', onError);
+    const timer = setTimeout(() => reject(new Error(`not ready within ${timeoutMs} ms`)), timeoutMs);
+    controller.signal.addEventListener('abort', () => {
+      child.off('exit', onExit);
+      child.off('error', onError);
+      clearTimeout(timer);
+    });
+  });
+  const ready = 'line' in spec.ready ? waitForLine(spec.ready.line, lineListeners) : probe(spec.ready.probe, controller.signal);
+  try {
+    return await Promise.race([ready, failure]);
+  } finally {
+    controller.abort();
+  }
+}
+
+function waitForLine(pattern: RegExp, lineListeners: Set<(line: string) => void>): Promise<string> {
+  return new Promise((resolve) => {
+    const listener = (line: string) => {
+      const match = pattern.exec(line);
+      if (!match) return;
+      lineListeners.delete(listener);
+      resolve(match[1] ?? line);
+    };
+    lineListeners.add(listener);
+  });
+}
+
+/** Polls until the URL answers 200 (a service whose ready line is below the chosen log level). */
+async function probe(url: string, signal: AbortSignal): Promise<string> {
+  while (!signal.aborted) {
+    try {
+      const response = await fetch(url, { signal: AbortSignal.timeout(1_000) });
+      await response.arrayBuffer();
+      if (response.status === 200) return new URL(url).origin;
+    } catch {
+      // Not listening yet.
+    }
+    await sleep(100);
+  }
+  return new URL(url).origin;
+}
+
+/** A port free on 127.0.0.1 right now, for a child that must be told its port in advance. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const address = server.address();
+  server.close();
+  await once(server, 'close');
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return address.port;
+}

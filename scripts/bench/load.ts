@@ -1,0 +1,154 @@
+import { Pool } from 'undici';
+import { summarise, type LatencySummary } from './latency-stats.js';
+
+/** One timed request: durations in ms from sending it; throws when the response is wrong. */
+export type Sample = { totalMs: number; firstPieceMs?: number };
+
+/** Sends request number `seq` on behalf of connection `worker` and checks the answer. */
+export type Exchange = (pool: Pool, worker: number, seq: number) => Promise<Sample>;
+
+/** A closed-loop load: `connections` clients, each sending its next request once the previous one is answered. */
+export type LoadOptions = {
+  origin: string;
+  connections: number;
+  /** Requests sent (at the same concurrency) before measuring; not counted. */
+  warmup: number;
+  durationMs: number;
+  /** When set, measure this many requests instead of a duration. */
+  requests?: number;
+  exchange: Exchange;
+};
+
+/** What one measured load produced. */
+export type LoadResult = {
+  ok: number;
+  errors: number;
+  /** The first distinct error messages. */
+  errorSamples: string[];
+  elapsedMs: number;
+  rps: number;
+  latency: LatencySummary;
+  /** Streaming only: time to the first content piece. */
+  firstPiece?: LatencySummary;
+  /** The measured window on the monotonic clock, in µs (V8 CPU profiles use the same clock). */
+  windowUs: [number, number];
+};
+
+const MAX_ERRORS = 1_000;
+const MAX_ERROR_SAMPLES = 5;
+
+/** Runs the warm-up, then the measured phase, over an undici Pool with `connections` keep-alive connections. */
+export async function runLoad(options: LoadOptions): Promise<LoadResult> {
+  const pool = new Pool(options.origin, { connections: options.connections, pipelining: 1 });
+  try {
+    let seq = 0;
+    await runClients(options, pool, () => seq < options.warmup, () => seq++, () => undefined, () => undefined);
+    const totals: number[] = [];
+    const firstPieces: number[] = [];
+    const errorSamples = new Set<string>();
+    let errors = 0;
+    const startedUs = monotonicUs();
+    const started = performance.now();
+    const deadline = started + options.durationMs;
+    const limit = options.requests;
+    let sent = 0;
+    await runClients(
+      options,
+      pool,
+      () => errors < MAX_ERRORS && (limit === undefined ? performance.now() < deadline : sent < limit),
+      () => (sent++, seq++),
+      (sample) => {
+        totals.push(sample.totalMs);
+        if (sample.firstPieceMs !== undefined) firstPieces.push(sample.firstPieceMs);
+      },
+      (error) => {
+        errors += 1;
+        if (errorSamples.size < MAX_ERROR_SAMPLES) errorSamples.add(error instanceof Error ? error.message : String(error));
+      },
+    );
+    const elapsedMs = performance.now() - started;
+    return {
+      ok: totals.length,
+      errors,
+      errorSamples: [...errorSamples],
+      elapsedMs,
+      rps: totals.length / (elapsedMs / 1000),
+      latency: summarise(totals),
+      ...(firstPieces.length > 0 ? { firstPiece: summarise(firstPieces) } : {}),
+      windowUs: [startedUs, monotonicUs()],
+    };
+  } finally {
+    await pool.destroy();
+  }
+}
+
+async function runClients(
+  options: LoadOptions,
+  pool: Pool,
+  goOn: () => boolean,
+  next: () => number,
+  onSample: (sample: Sample) => void,
+  onError: (error: unknown) => void,
+): Promise<void> {
+  const client = async (worker: number) => {
+    while (goOn()) {
+      try {
+        onSample(await options.exchange(pool, worker, next()));
+      } catch (error) {
+        onError(error);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: options.connections }, (_, worker) => client(worker)));
+}
+
+function monotonicUs(): number {
+  return Number(process.hrtime.bigint() / 1000n);
+}
+
+/** A POST of a JSON chat body answered by a chat completion whose message has content. */
+export function jsonExchange(bodies: Buffer[], headersFor: (worker: number) => Record<string, string>): Exchange {
+  return async (pool, worker, seq) => {
+    const started = performance.now();
+    const response = await pool.request({ method: 'POST', path: '/v1/chat/completions', headers: headersFor(worker), body: bodies[seq % bodies.length]! });
+    const text = await response.body.text();
+    const totalMs = performance.now() - started;
+    if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}: ${text.slice(0, 200)}`);
+    const content = (JSON.parse(text) as { choices?: { message?: { content?: unknown } }[] }).choices?.[0]?.message?.content;
+    if (typeof content !== 'string' || content.length === 0) throw new Error(`no content in ${text.slice(0, 200)}`);
+    return { totalMs };
+  };
+}
+
+/** A streamed chat request: times the first non-empty content piece and the end of the stream, which must close with [DONE]. */
+export function streamExchange(bodies: Buffer[], headersFor: (worker: number) => Record<string, string>): Exchange {
+  return async (pool, worker, seq) => {
+    const started = performance.now();
+    const response = await pool.request({ method: 'POST', path: '/v1/chat/completions', headers: headersFor(worker), body: bodies[seq % bodies.length]! });
+    if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}: ${(await response.body.text()).slice(0, 200)}`);
+    response.body.setEncoding('utf8');
+    let firstPieceMs: number | undefined;
+    let pending = '';
+    let done = false;
+    for await (const chunk of response.body as AsyncIterable<string>) {
+      pending += chunk;
+      let end: number;
+      while ((end = pending.indexOf('\n\n')) >= 0) {
+        const frame = pending.slice(0, end);
+        pending = pending.slice(end + 2);
+        if (frame === 'data: [DONE]') done = true;
+        // Frames are parsed only until the first piece, to keep the load generator light.
+        else if (firstPieceMs === undefined && frame.startsWith('data: ') && hasContent(frame.slice(6))) firstPieceMs = performance.now() - started;
+      }
+    }
+    const totalMs = performance.now() - started;
+    if (firstPieceMs === undefined) throw new Error('the stream carried no content');
+    if (!done) throw new Error('the stream did not end with [DONE]');
+    return { totalMs, firstPieceMs };
+  };
+}
+
+function hasContent(data: string): boolean {
+  const piece = (JSON.parse(data) as { choices?: { delta?: { content?: unknown } }[] }).choices?.[0]?.delta?.content;
+  return typeof piece === 'string' && piece.length > 0;
+}

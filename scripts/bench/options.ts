@@ -1,0 +1,91 @@
+import { parseArgs } from 'node:util';
+
+/** The services a chat request can be sent to. */
+export const TARGETS = ['direct', 'passthrough', 'pglite', 'pg'] as const;
+/** A place requests go: the LLM itself, the bare pass-through, or the service on one of its databases. */
+export type Target = (typeof TARGETS)[number];
+
+/** How the service's sessions are used: one per connection, continued turn after turn, or a new one per request. */
+export type SessionMode = 'session' | 'new';
+
+/** The settings of one bench run. */
+export type BenchOptions = {
+  durationMs: number;
+  /** Measure this many requests per cell instead of a duration. */
+  requests: number | undefined;
+  warmup: number;
+  concurrency: number[];
+  streamConcurrency: number[];
+  targets: Target[];
+  modes: SessionMode[];
+  stream: boolean;
+  profile: boolean;
+  dbUrl: string;
+  help: boolean;
+};
+
+/** The help text of `npm run bench`. */
+export const BENCH_USAGE = `Usage: npm run bench -- [options]
+  --duration S           measured seconds per cell (default 5)
+  --requests N           measure N requests per cell instead of a duration
+  --warmup N             warm-up requests per cell (default 500)
+  --quick                1 s cells, 100 warm-up requests
+  --concurrency LIST     connections for non-streaming cells (default 1,32,128)
+  --stream-concurrency L connections for streaming cells (default 1,32)
+  --targets LIST         of direct,passthrough,pglite,pg (default all)
+  --modes LIST           service session modes: session (one per connection), new (one per request); default both
+  --no-stream            skip the streaming cells
+  --profile              CPU-profile the service; alone it means --targets pglite --modes session --concurrency 32 --no-stream
+  --db-url URL           PostgreSQL server for the pg target (default $BENCH_DB_URL or postgres://postgres@127.0.0.1:5432/test)`;
+
+/** Parses the command line of `npm run bench`. */
+export function parseBenchOptions(args: string[]): BenchOptions {
+  const { values } = parseArgs({
+    args,
+    strict: true,
+    options: {
+      duration: { type: 'string' },
+      requests: { type: 'string' },
+      warmup: { type: 'string' },
+      quick: { type: 'boolean', default: false },
+      concurrency: { type: 'string' },
+      'stream-concurrency': { type: 'string' },
+      targets: { type: 'string' },
+      modes: { type: 'string' },
+      'no-stream': { type: 'boolean', default: false },
+      profile: { type: 'boolean', default: false },
+      'db-url': { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  const profileOnly = values.profile && values.targets === undefined;
+  return {
+    durationMs: 1000 * (values.duration !== undefined ? positive('--duration', values.duration) : values.quick ? 1 : 5),
+    requests: values.requests === undefined ? undefined : positive('--requests', values.requests),
+    warmup: values.warmup !== undefined ? positive('--warmup', values.warmup, true) : values.quick ? 100 : 500,
+    concurrency: list(values.concurrency ?? (profileOnly ? '32' : '1,32,128')).map((n) => positive('--concurrency', n)),
+    streamConcurrency: list(values['stream-concurrency'] ?? '1,32').map((n) => positive('--stream-concurrency', n)),
+    targets: oneOf('--targets', list(values.targets ?? (profileOnly ? 'pglite' : TARGETS.join(','))), TARGETS),
+    modes: oneOf('--modes', list(values.modes ?? (profileOnly ? 'session' : 'session,new')), ['session', 'new'] as const),
+    stream: !values['no-stream'] && !profileOnly,
+    profile: values.profile,
+    dbUrl: values['db-url'] ?? process.env.BENCH_DB_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
+    help: values.help,
+  };
+}
+
+function list(value: string): string[] {
+  return value.split(',').map((item) => item.trim()).filter(Boolean);
+}
+
+function positive(flag: string, value: string, zeroAllowed = false): number {
+  const number = Number(value);
+  if (!(number > 0 || (zeroAllowed && number === 0)) || !Number.isFinite(number)) throw new Error(`${flag} must be a positive number, got '${value}'`);
+  return number;
+}
+
+function oneOf<T extends string>(flag: string, values: string[], allowed: readonly T[]): T[] {
+  const wrong = values.filter((value) => !(allowed as readonly string[]).includes(value));
+  if (wrong.length > 0) throw new Error(`${flag}: unknown ${wrong.join(', ')} (allowed: ${allowed.join(', ')})`);
+  return values as T[];
+}

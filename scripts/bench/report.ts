@@ -1,0 +1,213 @@
+import { execFileSync } from 'node:child_process';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { cpus, loadavg, platform, release, totalmem } from 'node:os';
+import { join } from 'node:path';
+import type { SelfTimeReport } from './cpu-profile.js';
+import type { LoadResult } from './load.js';
+import type { BenchOptions, SessionMode, Target } from './options.js';
+
+/** One measured cell: a target, a session mode (service only), streaming or not, a concurrency. */
+export type CellResult = {
+  target: Target;
+  mode: SessionMode | null;
+  stream: boolean;
+  connections: number;
+  result: LoadResult;
+  /** Some requests failed: the figures are suspect. */
+  flagged: boolean;
+};
+
+/** Where the run happened. */
+export type Machine = { cpuModel: string; cores: number; memoryGb: number; node: string; os: string; loadAverage: number[]; commit: string };
+
+/** Everything a run produced, as written to bench-results/. */
+export type BenchReport = {
+  date: string;
+  machine: Machine;
+  options: Omit<BenchOptions, 'help'>;
+  cells: CellResult[];
+  goals: string[];
+  notes: string[];
+  profile?: SelfTimeReport[];
+};
+
+/** The machine the bench runs on: CPU, cores, memory, Node, OS, load at start, git commit. */
+export function describeMachine(root: string): Machine {
+  let commit = 'unknown';
+  try {
+    commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
+  } catch {
+    // Not a git checkout.
+  }
+  return {
+    cpuModel: cpus()[0]?.model ?? 'unknown',
+    cores: cpus().length,
+    memoryGb: Math.round(totalmem() / 2 ** 30),
+    node: process.version,
+    os: `${platform()} ${release()}`,
+    loadAverage: loadavg().map((value) => Math.round(value * 100) / 100),
+    commit,
+  };
+}
+
+const LABELS: Record<Target, string> = { direct: 'direct LLM', passthrough: 'passthrough', pglite: 'service pglite', pg: 'service pg' };
+const isService = (target: Target) => target === 'pglite' || target === 'pg';
+
+function find(cells: CellResult[], target: Target, stream: boolean, connections: number): CellResult | undefined {
+  return cells.find((cell) => cell.target === target && cell.stream === stream && cell.connections === connections);
+}
+
+/** The goals the run checks: service rps ≥ 70% of the pass-through, < 1 ms added p50 at 1 connection. */
+export function checkGoals(cells: CellResult[]): string[] {
+  const goals: string[] = [];
+  for (const cell of cells.filter((c) => isService(c.target) && !c.stream)) {
+    const name = `${LABELS[cell.target]} (${cell.mode}) c=${cell.connections}`;
+    const pass = find(cells, 'passthrough', false, cell.connections);
+    if (pass) {
+      const ratio = cell.result.rps / pass.result.rps;
+      goals.push(`${ratio >= 0.7 ? 'MET ' : 'MISS'} ${name}: rps ${percent(ratio)} of passthrough (goal >= 70%)`);
+    }
+    const direct = find(cells, 'direct', false, cell.connections);
+    if (direct && cell.connections === 1) {
+      const added = cell.result.latency.p50 - direct.result.latency.p50;
+      goals.push(`${added < 1 ? 'MET ' : 'MISS'} ${name}: p50 +${added.toFixed(2)} ms over direct (goal < 1 ms)`);
+    }
+  }
+  return goals;
+}
+
+type Table = { headers: string[]; rows: string[][] };
+
+function nonStreamingTable(cells: CellResult[]): Table {
+  const headers = ['target', 'mode', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'errors', 'vs direct', 'vs passthrough', '+p50 ms'];
+  const rows = cells
+    .filter((cell) => !cell.stream)
+    .map((cell) => {
+      const { result } = cell;
+      const direct = cell.target === 'direct' ? undefined : find(cells, 'direct', false, cell.connections);
+      const pass = isService(cell.target) ? find(cells, 'passthrough', false, cell.connections) : undefined;
+      return [
+        LABELS[cell.target],
+        cell.mode ?? '-',
+        String(cell.connections),
+        result.rps.toFixed(0),
+        ms(result.latency.p50),
+        ms(result.latency.p99),
+        errors(cell),
+        direct ? percent(result.rps / direct.result.rps) : '',
+        pass ? percent(result.rps / pass.result.rps) : '',
+        direct ? signed(result.latency.p50 - direct.result.latency.p50) : '',
+      ];
+    });
+  return { headers, rows };
+}
+
+function streamingTable(cells: CellResult[]): Table {
+  const headers = ['target', 'conns', 'req/s', 'first p50', 'first p99', 'total p50', 'total p99', 'errors', 'vs direct', '+first p50'];
+  const rows = cells
+    .filter((cell) => cell.stream)
+    .map((cell) => {
+      const { result } = cell;
+      const direct = cell.target === 'direct' ? undefined : find(cells, 'direct', true, cell.connections);
+      const first = result.firstPiece;
+      return [
+        LABELS[cell.target],
+        String(cell.connections),
+        result.rps.toFixed(0),
+        ms(first?.p50),
+        ms(first?.p99),
+        ms(result.latency.p50),
+        ms(result.latency.p99),
+        errors(cell),
+        direct ? percent(result.rps / direct.result.rps) : '',
+        direct?.result.firstPiece && first ? signed(first.p50 - direct.result.firstPiece.p50) : '',
+      ];
+    });
+  return { headers, rows };
+}
+
+const ms = (value: number | undefined) => (value === undefined || Number.isNaN(value) ? '-' : value.toFixed(2));
+const signed = (value: number) => `${value >= 0 ? '+' : ''}${value.toFixed(2)}`;
+const percent = (ratio: number) => `${(100 * ratio).toFixed(0)}%`;
+const errors = (cell: CellResult) => (cell.flagged ? `${cell.result.errors} !!` : '0');
+
+function textTable({ headers, rows }: Table): string {
+  const widths = headers.map((header, column) => Math.max(header.length, ...rows.map((row) => row[column]!.length)));
+  const line = (cells: string[]) => cells.map((cell, column) => (column < 2 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join('  ');
+  return [line(headers), widths.map((width) => '-'.repeat(width)).join('  '), ...rows.map(line)].join('\n');
+}
+
+function markdownTable({ headers, rows }: Table): string {
+  const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
+  return [line(headers), line(headers.map((_, column) => (column < 2 ? '---' : '---:'))), ...rows.map(line)].join('\n');
+}
+
+function profileLines(profile: SelfTimeReport): string[] {
+  const busy = profile.totalMs - profile.idleMs;
+  return [
+    `${profile.file}: ${profile.windowed ? 'measured window only' : 'whole process life (start-up included)'}, sampled ${profile.totalMs.toFixed(0)} ms, idle ${profile.idleMs.toFixed(0)} ms, busy ${busy.toFixed(0)} ms`,
+    '',
+    'self ms   %busy  function  (file:line of the transpiled code)',
+    ...profile.functions.map((e) => `${e.ms.toFixed(0).padStart(7)}  ${e.percent.toFixed(1).padStart(5)}%  ${e.name}  ${e.where}`),
+    '',
+    'self ms   %busy  package / file',
+    ...profile.modules.map((e) => `${e.ms.toFixed(0).padStart(7)}  ${e.percent.toFixed(1).padStart(5)}%  ${e.name}`),
+  ];
+}
+
+function errorLines(cells: CellResult[]): string[] {
+  return cells
+    .filter((cell) => cell.flagged)
+    .map((cell) => `${LABELS[cell.target]} ${cell.mode ?? ''} ${cell.stream ? 'stream ' : ''}c=${cell.connections}: ${cell.result.errors} errors, e.g. ${cell.result.errorSamples.join(' | ')}`);
+}
+
+/** The readable report printed on stdout. */
+export function renderText(report: BenchReport): string {
+  const { machine } = report;
+  const parts = [
+    `svc-agent bench ${report.date} — ${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}, load ${machine.loadAverage.join(' ')}, commit ${machine.commit}`,
+    '',
+    'Non-streaming (latency in ms; vs = req/s ratio at the same connections; +p50 = added over direct)',
+    textTable(nonStreamingTable(report.cells)),
+  ];
+  if (report.cells.some((cell) => cell.stream)) parts.push('', 'Streaming (first = first content piece, total = whole stream; ms)', textTable(streamingTable(report.cells)));
+  if (report.goals.length > 0) parts.push('', 'Goals', ...report.goals);
+  const problems = errorLines(report.cells);
+  if (problems.length > 0) parts.push('', 'Cells with errors (!!)', ...problems);
+  if (report.notes.length > 0) parts.push('', 'Notes', ...report.notes);
+  for (const profile of report.profile ?? []) parts.push('', 'CPU profile of the service', ...profileLines(profile));
+  return parts.join('\n');
+}
+
+/** The same report as Markdown. */
+export function renderMarkdown(report: BenchReport): string {
+  const { machine } = report;
+  const parts = [
+    `# svc-agent bench ${report.date}`,
+    '',
+    `- Machine: ${machine.cpuModel}, ${machine.cores} cores, ${machine.memoryGb} GB, ${machine.os}, load average at start ${machine.loadAverage.join(' ')}`,
+    `- Node ${machine.node}, commit ${machine.commit}`,
+    `- Cells: ${report.options.requests !== undefined ? `${report.options.requests} requests` : `${report.options.durationMs / 1000} s`} after ${report.options.warmup} warm-up requests; loopback, scripted LLM`,
+    '',
+    '## Non-streaming',
+    '',
+    markdownTable(nonStreamingTable(report.cells)),
+  ];
+  if (report.cells.some((cell) => cell.stream)) parts.push('', '## Streaming', '', markdownTable(streamingTable(report.cells)));
+  if (report.goals.length > 0) parts.push('', '## Goals', '', ...report.goals.map((goal) => `- ${goal}`));
+  const problems = errorLines(report.cells);
+  if (problems.length > 0) parts.push('', '## Cells with errors', '', ...problems.map((line) => `- ${line}`));
+  if (report.notes.length > 0) parts.push('', '## Notes', '', ...report.notes.map((note) => `- ${note}`));
+  for (const profile of report.profile ?? []) parts.push('', '## CPU profile of the service', '', '```', ...profileLines(profile), '```');
+  return `${parts.join('\n')}\n`;
+}
+
+/** Writes `bench-<date>.json` and `.md` under `dir`; returns their paths. */
+export async function writeReport(report: BenchReport, dir: string, stamp: string): Promise<string[]> {
+  await mkdir(dir, { recursive: true });
+  const json = join(dir, `bench-${stamp}.json`);
+  const markdown = join(dir, `bench-${stamp}.md`);
+  await writeFile(json, `${JSON.stringify(report, null, 2)}\n`);
+  await writeFile(markdown, renderMarkdown(report));
+  return [json, markdown];
+}
