@@ -37,7 +37,7 @@ export function registerFormats(): void {
 
 /** The values the schema describes (checked against the schema by the compiler). */
 export type ConfigValues = {
-  app: { host: string; port: number; reload: boolean; system_prompt: string; body_limit: string; max_messages: number };
+  app: { host: string; port: number; reload: boolean; system_prompt: string; body_limit: string; max_messages: number; public_url: string };
   llm: {
     base_url: string;
     model: string;
@@ -60,6 +60,18 @@ export type ConfigValues = {
   state: { graph_path: string; max_tool_rounds: number };
   sessions: { cache_size: number; idle_ms: number; turn_wait_ms: number; write_wait_ms: number };
   log: { level: string };
+  tools: { connect_timeout_ms: number; call_timeout_ms: number; user_process_idle_ms: number; heartbeat_ms: number };
+  oauth: {
+    issuer_url: string;
+    client_id: string;
+    client_secret: string;
+    scopes: string;
+    redirect_url: string;
+    token_key: string;
+    state_ttl_ms: number;
+    refresh_margin_ms: number;
+    allow_insecure: boolean;
+  };
   mcp_servers: Record<string, unknown>;
 };
 
@@ -77,6 +89,12 @@ export const configSchema: convict.Schema<ConfigValues> = {
     },
     body_limit: { doc: 'Largest accepted request body.', format: String, default: '1mb', env: 'APP_BODY_LIMIT' },
     max_messages: { doc: 'Most messages accepted in one chat request.', format: 'positive-int', default: 1000, env: 'APP_MAX_MESSAGES' },
+    public_url: {
+      doc: 'The address users reach the service at; login URLs in tool_auth_required errors start with it.',
+      format: 'http-url',
+      default: 'http://localhost:1111',
+      env: 'APP_PUBLIC_URL',
+    },
   },
   llm: {
     base_url: { doc: 'OpenAI-compatible LLM server, with its /v1.', format: 'http-url', default: 'http://localhost:30000/v1', env: 'LLM_BASE_URL' },
@@ -129,6 +147,29 @@ export const configSchema: convict.Schema<ConfigValues> = {
   },
   log: {
     level: { doc: 'Log level.', format: ['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly'], default: 'info', env: 'LOG_LEVEL' },
+  },
+  tools: {
+    connect_timeout_ms: { doc: 'Time-out of connecting to a tool server and listing its tools, in ms.', format: 'positive-int', default: 20_000, env: 'TOOLS_CONNECT_TIMEOUT_MS' },
+    call_timeout_ms: { doc: 'Time-out of one tool call, in ms (a server may set its own timeout_ms).', format: 'positive-int', default: 60_000, env: 'TOOLS_CALL_TIMEOUT_MS' },
+    user_process_idle_ms: { doc: 'A per-user tool server process idle this long is stopped, in ms.', format: 'positive-int', default: 300_000, env: 'TOOLS_USER_PROCESS_IDLE_MS' },
+    heartbeat_ms: { doc: 'Interval of SSE comment lines while tools run, in ms.', format: 'positive-int', default: 10_000, env: 'TOOLS_HEARTBEAT_MS' },
+  },
+  oauth: {
+    issuer_url: { doc: 'OpenID Connect issuer of the identity provider (e.g. https://accounts.google.com); empty disables /auth/idp.', format: String, default: '', env: 'OAUTH_ISSUER_URL' },
+    client_id: { doc: 'OAuth client id.', format: String, default: '', env: 'OAUTH_CLIENT_ID' },
+    client_secret: { doc: 'OAuth client secret.', format: String, default: '', env: 'OAUTH_CLIENT_SECRET', sensitive: true },
+    scopes: { doc: 'Scopes asked for, space-separated.', format: String, default: 'openid email profile', env: 'OAUTH_SCOPES' },
+    redirect_url: { doc: 'The callback URL registered with the provider.', format: 'http-url', default: 'http://localhost:1111/auth/idp/callback', env: 'OAUTH_REDIRECT_URL' },
+    token_key: {
+      doc: 'Key encrypting stored tokens (AES-256-GCM): 32 bytes, base64 or hex. Required when an issuer is set.',
+      format: String,
+      default: '',
+      env: 'OAUTH_TOKEN_KEY',
+      sensitive: true,
+    },
+    state_ttl_ms: { doc: 'How long a login may take, in ms.', format: 'positive-int', default: 600_000, env: 'OAUTH_STATE_TTL_MS' },
+    refresh_margin_ms: { doc: 'Tokens are refreshed this long before they expire, in ms.', format: 'positive-int', default: 60_000, env: 'OAUTH_REFRESH_MARGIN_MS' },
+    allow_insecure: { doc: 'Allow an http:// issuer (development and tests only).', format: Boolean, default: false, env: 'OAUTH_ALLOW_INSECURE' },
   },
   mcp_servers: {
     doc: 'Tool servers: mcp_servers.<name> with transport (stdio or http), command, args, env, url, headers, per_user.',

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { ChatMessage } from '../runtime/chat-types.js';
+import type { ChatMessage, ToolDefinition } from '../runtime/chat-types.js';
 import { ServiceError } from '../runtime/service-error.js';
 
 /** Longest user and session id: the columns are varchar(255). */
@@ -15,6 +15,16 @@ const Message = z.looseObject({
   tool_calls: z.array(z.unknown()).optional(),
 });
 
+const FunctionTool = z.object({
+  type: z.literal('function'),
+  function: z.object({
+    name: z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'must be 1 to 64 letters, digits, _ or -'),
+    description: z.string().optional(),
+    parameters: z.record(z.string(), z.unknown()).optional(),
+    strict: z.boolean().nullish(),
+  }),
+});
+
 const Identifier = z.string().min(1).max(MAX_ID_LENGTH, `must be at most ${MAX_ID_LENGTH} characters`);
 
 const ChatRequestSchema = z.object({
@@ -28,10 +38,14 @@ const ChatRequestSchema = z.object({
   max_tokens: z.number().int().positive().nullish(),
   max_completion_tokens: z.number().int().positive().nullish(),
   n: z.literal(1).nullish(),
+  tools: z.array(FunctionTool).nullish(),
 });
 
 /** A validated chat completion request. */
-export type ChatRequest = Omit<z.infer<typeof ChatRequestSchema>, 'messages'> & { messages: ChatMessage[] };
+export type ChatRequest = Omit<z.infer<typeof ChatRequestSchema>, 'messages' | 'tools'> & {
+  messages: ChatMessage[];
+  tools?: ToolDefinition[] | null;
+};
 
 /**
  * Validates a chat completion body. A bad field is a 400 in the OpenAI error shape whose

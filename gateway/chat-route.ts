@@ -2,7 +2,7 @@ import type { Request, RequestHandler, Response } from 'express';
 import type { Supervisor, TurnRequest } from '../runtime/supervisor.js';
 import { checkIdentifier, parseChatRequest, type ChatRequest } from './chat-request.js';
 import { ChunkFormatter, completionBody, newCompletionId, unixNow } from './completion-format.js';
-import { toServiceError } from './error-handler.js';
+import { errorBody, toServiceError } from './error-handler.js';
 import { SseWriter } from './sse-writer.js';
 
 /** What the chat route needs. */
@@ -34,6 +34,7 @@ function toTurnRequest(req: Request, request: ChatRequest, defaults: ChatRouteDe
     userId,
     sessionHint,
     messages: request.messages,
+    clientTools: request.tools ?? undefined,
     params: {
       model: defaults.llmModel,
       temperature: request.temperature ?? defaults.temperature,
@@ -56,24 +57,42 @@ async function completeTurn(supervisor: Supervisor, turn: TurnRequest, request: 
 async function streamTurn(supervisor: Supervisor, turn: TurnRequest, request: ChatRequest, res: Response, signal: AbortSignal) {
   const sse = new SseWriter(res);
   const chunks = new ChunkFormatter(newCompletionId(), request.model, unixNow());
+  let sessionId = '';
+  // The stream starts with the first thing to send, so an error before it is a plain HTTP error.
+  const begin = () => {
+    if (sse.isStarted) return;
+    sse.start({ 'X-Session-ID': sessionId });
+    sse.data(chunks.role());
+  };
   try {
     const outcome = await supervisor.runTurn(turn, {
       signal,
-      onSessionReady: (sessionId) => {
-        sse.start({ 'X-Session-ID': sessionId });
-        sse.data(chunks.role());
+      onSessionReady: (id) => {
+        sessionId = id;
+        res.set('X-Session-ID', id);
       },
-      onContent: (piece) => sse.data(chunks.content(piece)),
+      onContent: (piece) => {
+        begin();
+        sse.data(chunks.content(piece));
+      },
+      onToolCallDelta: (delta) => {
+        begin();
+        sse.data(chunks.toolCall(delta));
+      },
+      onHeartbeat: () => {
+        begin();
+        sse.heartbeat();
+      },
     });
     if (signal.aborted) return;
+    begin();
     sse.data(chunks.finish(outcome.finishReason));
     if (request.stream_options?.include_usage && outcome.usage) sse.data(chunks.usage(outcome.usage));
     sse.done();
   } catch (error) {
-    // Before the stream starts, the error handler answers in the OpenAI error shape.
     if (!sse.isStarted) throw error;
-    sse.data(chunks.content(`Error: ${toServiceError(error).message}`));
-    sse.data(chunks.finish('stop'));
+    // Mid-stream, the error goes in the stream: an OpenAI error event, then the end.
+    sse.data(JSON.stringify(errorBody(toServiceError(error))));
     sse.done();
   }
 }

@@ -16,7 +16,10 @@ export function unixNow(): number {
 /** The non-streaming response body. */
 export function completionBody(id: string, model: string, created: number, outcome: TurnOutcome) {
   const message: Record<string, unknown> = { role: 'assistant', content: outcome.content };
-  if (outcome.toolCalls.length > 0) message.tool_calls = outcome.toolCalls;
+  if (outcome.toolCalls.length > 0) {
+    message.tool_calls = outcome.toolCalls;
+    if (outcome.content === '') message.content = null;
+  }
   return {
     id,
     object: 'chat.completion',

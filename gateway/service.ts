@@ -65,6 +65,7 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
       idleMs: config.sessions.idle_ms,
       turnWaitMs: config.sessions.turn_wait_ms,
       writeWaitMs: config.sessions.write_wait_ms,
+      heartbeatMs: config.tools.heartbeat_ms,
     },
   });
   let port = config.app.port;

@@ -17,9 +17,12 @@ export function textOf(message: ChatMessage): string {
     .join('');
 }
 
-/** Keeps only the turns the specification lets into a context: system, user and assistant. */
-export function contextMessages(messages: ChatMessage[]): ChatMessage[] {
-  return messages.filter((message) => CONTEXT_ROLES.has(message.role));
+/**
+ * Keeps only the turns the specification lets into a context: system, user and assistant;
+ * and, when the client runs its own tools, its tool results.
+ */
+export function contextMessages(messages: ChatMessage[], options: { withTools?: boolean } = {}): ChatMessage[] {
+  return messages.filter((message) => CONTEXT_ROLES.has(message.role) || (options.withTools === true && message.role === 'tool'));
 }
 
 /**
@@ -34,8 +37,8 @@ export type ClientConversation = {
 };
 
 /** Splits a request's messages into the client's system turns, the resent history and the new turns. */
-export function splitConversation(messages: ChatMessage[]): ClientConversation {
-  const kept = contextMessages(messages);
+export function splitConversation(messages: ChatMessage[], options: { withTools?: boolean } = {}): ClientConversation {
+  const kept = contextMessages(messages, options);
   const system = kept.filter((message) => message.role === 'system');
   const dialogue = kept.filter((message) => message.role !== 'system');
   const lastAssistant = dialogue.map((message) => message.role).lastIndexOf('assistant');
@@ -68,7 +71,10 @@ export function historyHashOf(messages: ChatMessage[]): string {
   return foldHistoryHash(EMPTY_HISTORY_HASH, messages.map(toTurn));
 }
 
-/** A message as a stored turn. */
+/** A message as a stored turn; a tool result keeps the call it answers. */
 export function toTurn(message: ChatMessage): Turn {
+  if (message.role === 'tool') {
+    return { role: 'tool', content: JSON.stringify({ tool_call_id: message.tool_call_id, content: textOf(message) }) };
+  }
   return { role: message.role, content: textOf(message) };
 }

@@ -91,3 +91,14 @@ export interface VectorMemoryStore {
   listBySession(sessionId: string): Promise<MemoryEntry[]>;
   deleteBySession(sessionId: string): Promise<number>;
 }
+
+/** Where per-user tool servers get the user's access token for the identity provider. */
+export interface AccessTokenSource {
+  /**
+   * A valid access token of `userId`, refreshed first when it is about to expire; null when
+   * the user has not connected an account (or it can no longer be refreshed).
+   */
+  getAccessToken(userId: string, signal?: AbortSignal): Promise<string | null>;
+  /** The URL a user opens to connect their account: `<public_url>/auth/idp/login?user_id=…`. */
+  loginUrl(userId: string): string;
+}

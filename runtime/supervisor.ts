@@ -10,7 +10,7 @@ import {
   type ToolResult,
 } from '../machines/index.js';
 import type { StateGraph } from '../machines/index.js';
-import type { ChatMessage, GenerationParams, ToolCall, Usage } from './chat-types.js';
+import type { ChatMessage, GenerationParams, ToolCall, ToolDefinition, Usage } from './chat-types.js';
 import { foldHistoryHash, historyHashOf, splitConversation, textOf, toTurn, type Turn } from './conversation-history.js';
 import type { DurableWriter } from './durable-writer.js';
 import type { EventBus } from './event-bus.js';
@@ -18,7 +18,7 @@ import type { LlmClient, ToolCallDelta } from './llm-client.js';
 import type { LongTermMemory } from './long-term-memory.js';
 import type { ConversationStore, SessionRecord, SessionStore } from './ports.js';
 import { buildContext } from './prompt-assembly.js';
-import { ServiceError } from './service-error.js';
+import { isServiceError, ServiceError } from './service-error.js';
 import { SessionLocks } from './session-locks.js';
 import { createSessionRegistry, type SessionRegistry } from './session-registry.js';
 import { NO_TOOLS, type ToolRunner } from './tool-runner.js';
@@ -33,6 +33,8 @@ export type TurnRequest = {
   sessionHint?: string;
   messages: ChatMessage[];
   params: GenerationParams;
+  /** Tools the client runs itself: their calls are returned to it, not run here. */
+  clientTools?: ToolDefinition[];
 };
 
 /** Where a turn's answer goes while it is produced. */
@@ -43,8 +45,10 @@ export type TurnHandlers = {
   onSessionReady?: (sessionId: string) => void;
   /** Streams the answer: each content piece as it arrives. */
   onContent?: (piece: string) => void;
-  /** Streams tool-call pieces of the final answer. */
+  /** Streams tool-call pieces of calls the client runs itself. */
   onToolCallDelta?: (delta: ToolCallDelta) => void;
+  /** Called every `heartbeatMs` while tools run, so a quiet stream stays open. */
+  onHeartbeat?: () => void;
 };
 
 /** How a turn ended. */
@@ -68,6 +72,8 @@ export type SupervisorSettings = {
   turnWaitMs: number;
   /** How long a turn waits for a write to commit before it answers anyway (the write goes on). */
   writeWaitMs: number;
+  /** Interval of heartbeats while tools run. */
+  heartbeatMs: number;
 };
 
 /** What the supervisor is built from. */
@@ -88,7 +94,23 @@ type SessionActor = Actor<SessionMachine>;
 
 type CachedActor = { actor: SessionActor; userId: string; lastUsed: number };
 
-type ActiveTurn = { userId: string; handlers: TurnHandlers; params: GenerationParams };
+/** What a running turn keeps outside the actor: where its answer goes and what it gathered. */
+type ActiveTurn = {
+  userId: string;
+  handlers: TurnHandlers;
+  params: GenerationParams;
+  clientTools: ToolDefinition[];
+  clientToolNames: Set<string>;
+  /** Tool calls for the client's own tools, returned as the answer. */
+  clientToolCalls: ToolCall[];
+  /** Set when a tool needs an account the user has not connected. */
+  authError: ServiceError | null;
+  /** Content was streamed in an earlier LLM round of this turn: the next round starts with a separator. */
+  needsSeparator: boolean;
+};
+
+/** Between the texts of the LLM rounds of one turn (before and after tool calls). */
+const ROUND_SEPARATOR = '\n\n';
 
 /** How a resolved turn treats the client's messages. */
 type TurnPlan = {
@@ -99,6 +121,8 @@ type TurnPlan = {
   dialogue: ChatMessage[];
   /** The conversation hash before this turn's new turns. */
   baseHash: string;
+  /** The turns that follow `baseHash` before the reply (stored now or by an earlier attempt). */
+  hashed: Turn[];
   /** True when the conversation is brand new or forked (no stored turns to continue). */
   isNew: boolean;
 };
@@ -139,10 +163,12 @@ export class Supervisor {
 
   /** Runs one user turn through the session's actor and returns how it ended. */
   async runTurn(request: TurnRequest, handlers: TurnHandlers): Promise<TurnOutcome> {
-    const conversation = splitConversation(request.messages);
+    const withTools = (request.clientTools?.length ?? 0) > 0;
+    const conversation = splitConversation(request.messages, { withTools });
     const last = conversation.tail.at(-1);
-    if (!last || last.role !== 'user') {
-      throw new ServiceError('INVALID_REQUEST', 'messages must end with a user message', { param: 'messages' });
+    if (!last || !(last.role === 'user' || (withTools && last.role === 'tool'))) {
+      const expected = withTools ? 'a user message or tool results' : 'a user message';
+      throw new ServiceError('INVALID_REQUEST', `messages must end with ${expected}`, { param: 'messages' });
     }
     let sessionId = await this.findSessionId(request, conversation.prefix);
     let release = await this.locks.acquire(sessionId, this.deps.settings.turnWaitMs, handlers.signal);
@@ -205,16 +231,22 @@ export class Supervisor {
     }
     const { prefix, tail } = conversation;
     const isNew = session.historyHash === null || conversation.forceNew === true;
+    // The same request again after a turn that ended unanswered (a tool needed an account):
+    // its messages are stored already.
+    const isRetry = !isNew && hasUnansweredTurn(session.snapshot) && (await this.isStoredTail(sessionId, tail.map(toTurn)));
+    const newTurns = isRetry ? [] : tail.map(toTurn);
     if (prefix.length === 0) {
       const history = isNew ? [] : await this.recentDialogue(sessionId);
-      return { session, isNew, toStore: tail.map(toTurn), dialogue: [...history, ...tail], baseHash: session.historyHash ?? historyHashOf([]) };
+      const dialogue = isRetry ? history : [...history, ...tail];
+      return { session, isNew, toStore: newTurns, dialogue, baseHash: session.historyHash ?? historyHashOf([]), hashed: tail.map(toTurn) };
     }
     const prefixHash = historyHashOf(prefix);
     if (isNew) {
-      return { session, isNew, toStore: [...prefix, ...tail].map(toTurn), dialogue: [...prefix, ...tail], baseHash: historyHashOf([]) };
+      const turns = [...prefix, ...tail].map(toTurn);
+      return { session, isNew, toStore: turns, dialogue: [...prefix, ...tail], baseHash: historyHashOf([]), hashed: turns };
     }
     if (prefixHash !== session.historyHash) return 'fork';
-    return { session, isNew, toStore: tail.map(toTurn), dialogue: [...prefix, ...tail], baseHash: prefixHash };
+    return { session, isNew, toStore: newTurns, dialogue: [...prefix, ...tail], baseHash: prefixHash, hashed: tail.map(toTurn) };
   }
 
   private async recentDialogue(sessionId: string): Promise<ChatMessage[]> {
@@ -231,8 +263,8 @@ export class Supervisor {
     const { sessionId } = session;
     const started = performance.now();
     await this.persist(sessionId, 'store user turn', plan.toStore, request.userId);
-    const lastUserText = plan.toStore.filter((turn) => turn.role === 'user').at(-1)?.content ?? '';
-    const memories = this.deps.memory ? await this.deps.memory.recall(request.userId, lastUserText) : [];
+    const lastUserText = plan.hashed.filter((turn) => turn.role === 'user').at(-1)?.content ?? '';
+    const memories = this.deps.memory && lastUserText ? await this.deps.memory.recall(request.userId, lastUserText) : [];
     const messages = buildContext({
       systemPrompt: this.deps.settings.systemPrompt,
       toolsDescription: this.tools.describe(),
@@ -243,25 +275,42 @@ export class Supervisor {
 
     if (plan.isNew) this.deps.events.emit('session:created', { sessionId, userId: request.userId });
     handlers.onSessionReady?.(sessionId);
-    this.activeTurns.set(sessionId, { userId: request.userId, handlers, params: request.params });
+    const clientTools = request.clientTools ?? [];
+    const turn: ActiveTurn = {
+      userId: request.userId,
+      handlers,
+      params: request.params,
+      clientTools,
+      clientToolNames: new Set(clientTools.map((tool) => (tool.type === 'function' ? tool.function.name : ''))),
+      clientToolCalls: [],
+      authError: null,
+      needsSeparator: false,
+    };
+    this.activeTurns.set(sessionId, turn);
     try {
       const { actor, startsTurn } = this.actorFor(session, request.userId, messages);
       const snapshot = await this.drive(actor, startsTurn ? null : messages, handlers.signal);
-      const { reply, failure, reason } = snapshot.context;
+      const { failure, reason } = snapshot.context;
       const cancelled = reason === 'cancelled';
-      const outcome = this.outcomeOf(sessionId, reply, failure, cancelled, handlers);
-      const replyTurns: Turn[] = cancelled ? [] : [{ role: 'assistant', content: outcome.content }];
-      await this.persist(sessionId, 'store assistant turn', replyTurns, request.userId);
+      const produced = snapshot.context.messages.slice(messages.length);
+      const outcome = this.outcomeOf(sessionId, snapshot.context.reply, produced, turn, failure, cancelled);
+      const answered = !cancelled && !turn.authError;
+      const replyTurns: Turn[] = answered ? [{ role: 'assistant', content: outcome.content }] : [];
+      // A turn stopped for a missing account stores nothing more: its tool call never ran.
+      const activity = turn.authError ? [] : toolTurns(produced, turn.clientToolCalls);
+      await this.persist(sessionId, 'store assistant turn', [...activity, ...replyTurns], request.userId);
       const saving = this.deps.writer.write(sessionId, 'save session snapshot', () =>
         this.deps.sessions.saveProgress(sessionId, {
-          snapshot: restingSnapshot(actor),
+          snapshot: restingSnapshot(actor, turn.authError !== null),
           currentState: String(snapshot.value),
           transitions: snapshot.context.transitions,
-          historyHash: foldHistoryHash(plan.baseHash, [...plan.toStore, ...replyTurns]),
+          // An unanswered turn leaves the hash where it was, so the same request can be sent again.
+          historyHash: answered ? foldHistoryHash(plan.baseHash, [...plan.hashed, ...replyTurns]) : plan.baseHash,
         }),
       );
       await this.waitForWrite(saving);
-      if (this.deps.memory && !cancelled && !failure) {
+      if (turn.authError) throw turn.authError;
+      if (this.deps.memory && answered && !failure) {
         const exchange = { userId: request.userId, sessionId, user: lastUserText, assistant: outcome.content };
         const memory = this.deps.memory;
         void this.deps.writer.write(sessionId, 'consolidate long-term memory', () => memory.consolidate(exchange)).catch(() => undefined);
@@ -278,19 +327,26 @@ export class Supervisor {
     }
   }
 
+  /**
+   * The answer of a finished turn. Its text is every LLM round's text joined (what a
+   * streaming client saw); a failed LLM call gives the specification's error text instead.
+   */
   private outcomeOf(
     sessionId: string,
     reply: AgentReply | null,
+    produced: ChatMessage[],
+    turn: ActiveTurn,
     failure: TurnOutcome['failure'],
     cancelled: boolean,
-    handlers: TurnHandlers,
   ): TurnOutcome {
+    const streaming = Boolean(turn.handlers.onContent);
+    const texts = produced.filter((message) => message.role === 'assistant').map(textOf).filter((text) => text !== '');
     if (failure) {
-      const streaming = Boolean(handlers.onContent);
-      if (streaming) handlers.onContent?.(`Error: ${failure.message}`);
+      if (streaming) this.stream(turn, `Error: ${failure.message}`);
+      const errorText = streaming ? `Error: ${failure.message}` : `${LLM_FAILURE_PREFIX}${failure.message}`;
       return {
         sessionId,
-        content: streaming ? `Error: ${failure.message}` : `${LLM_FAILURE_PREFIX}${failure.message}`,
+        content: [...texts, errorText].join(ROUND_SEPARATOR),
         toolCalls: [],
         finishReason: 'stop',
         usage: null,
@@ -298,15 +354,25 @@ export class Supervisor {
         cancelled,
       };
     }
+    const toolCalls = turn.clientToolCalls;
     return {
       sessionId,
-      content: reply?.content ?? '',
-      toolCalls: [],
-      finishReason: cancelled ? 'stop' : (reply?.finishReason ?? 'stop'),
+      content: texts.join(ROUND_SEPARATOR),
+      toolCalls,
+      finishReason: toolCalls.length > 0 ? 'tool_calls' : cancelled ? 'stop' : (reply?.finishReason ?? 'stop'),
       usage: reply?.usage ?? null,
       failure: null,
       cancelled,
     };
+  }
+
+  /** Streams a piece of the answer, after a separator when an earlier round already streamed text. */
+  private stream(turn: ActiveTurn, piece: string): void {
+    if (turn.needsSeparator) {
+      turn.needsSeparator = false;
+      turn.handlers.onContent?.(ROUND_SEPARATOR);
+    }
+    turn.handlers.onContent?.(piece);
   }
 
   /**
@@ -394,6 +460,9 @@ export class Supervisor {
     if (!turn) throw new Error(`no turn is running for session ${input.sessionId}`);
     const state = input.stateConfig;
     const started = performance.now();
+    const streaming = Boolean(turn.handlers.onContent);
+    const clientCallIndexes = new Set<number>();
+    let streamedText = false;
     try {
       const reply = await this.deps.llm.generate(
         {
@@ -401,17 +470,37 @@ export class Supervisor {
           temperature: state.temperature ?? turn.params.temperature,
           max_tokens: state.max_tokens ?? turn.params.max_tokens,
           messages: withStatePrompt(input.messages, state.prompt),
-          tools: this.tools.definitions(state.tools),
+          tools: [...this.tools.definitions(state.tools), ...turn.clientTools],
         },
-        { signal, onContent: turn.handlers.onContent },
+        {
+          signal,
+          onContent: streaming
+            ? (piece) => {
+                streamedText = true;
+                this.stream(turn, piece);
+              }
+            : undefined,
+          onToolCallDelta:
+            streaming && turn.handlers.onToolCallDelta
+              ? (delta) => {
+                  if (delta.function?.name && turn.clientToolNames.has(delta.function.name)) clientCallIndexes.add(delta.index);
+                  if (clientCallIndexes.has(delta.index)) turn.handlers.onToolCallDelta?.(delta);
+                }
+              : undefined,
+        },
       );
+      if (streamedText) turn.needsSeparator = true;
       this.deps.events.emit('llm:reply', {
         sessionId: input.sessionId,
         durationMs: performance.now() - started,
         finishReason: reply.finishReason,
         toolCalls: reply.toolCalls.length,
       });
-      return reply;
+      const forClient = reply.toolCalls.filter((call) => turn.clientToolNames.has(call.function.name));
+      if (forClient.length === 0) return reply;
+      // The client runs these itself: the turn ends here and returns them.
+      turn.clientToolCalls = forClient;
+      return { ...reply, toolCalls: [] };
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       this.deps.events.emit('llm:error', { sessionId: input.sessionId, durationMs: performance.now() - started, message });
@@ -423,7 +512,16 @@ export class Supervisor {
     const turn = this.activeTurns.get(input.sessionId);
     if (!turn) throw new Error(`no turn is running for session ${input.sessionId}`);
     const scope = { userId: turn.userId, sessionId: input.sessionId, signal };
-    return Promise.all(input.toolCalls.map((call) => this.tools.call(call, scope)));
+    const onHeartbeat = turn.handlers.onHeartbeat;
+    const heartbeat = onHeartbeat ? setInterval(onHeartbeat, this.deps.settings.heartbeatMs) : undefined;
+    try {
+      return await Promise.all(input.toolCalls.map((call) => this.tools.call(call, scope)));
+    } catch (error) {
+      if (isServiceError(error) && error.code === 'TOOL_AUTH_REQUIRED') turn.authError = error;
+      throw error;
+    } finally {
+      clearInterval(heartbeat);
+    }
   }
 
   /**
@@ -499,10 +597,40 @@ export class Supervisor {
   }
 }
 
-/** The actor's persisted snapshot at rest, without the finished turn's working messages. */
-function restingSnapshot(actor: SessionActor): unknown {
+/**
+ * The actor's persisted snapshot at rest, without the finished turn's working messages.
+ * `unanswered` marks a turn that ended without a reply (a tool needed an account), so that
+ * the same request sent again does not store its messages twice.
+ */
+function restingSnapshot(actor: SessionActor, unanswered: boolean): unknown {
   const persisted = actor.getPersistedSnapshot() as { context?: Record<string, unknown> };
-  return { ...persisted, context: { ...persisted.context, messages: [] } };
+  return { ...persisted, context: { ...persisted.context, messages: [] }, unanswered };
+}
+
+/** True when a stored snapshot says the session's last turn ended unanswered. */
+function hasUnansweredTurn(snapshot: unknown): boolean {
+  return (snapshot as { unanswered?: unknown } | null)?.unanswered === true;
+}
+
+/**
+ * The tool activity of a turn as stored turns: each call (`tool_call`, its id, name and
+ * arguments) and each result (`tool`). They are kept in the transcript but, like every role
+ * but system, user and assistant, never enter a context.
+ */
+function toolTurns(produced: ChatMessage[], clientCalls: ToolCall[]): Turn[] {
+  const turns: Turn[] = [];
+  const callTurn = (call: ToolCall): Turn => ({
+    role: 'tool_call',
+    content: JSON.stringify({ id: call.id, name: call.function.name, arguments: call.function.arguments }),
+  });
+  for (const message of produced) {
+    if (message.role === 'assistant' && message.tool_calls) {
+      for (const call of message.tool_calls) if (call.type === 'function') turns.push(callTurn(call));
+    } else if (message.role === 'tool') {
+      turns.push(toTurn(message));
+    }
+  }
+  return [...turns, ...clientCalls.map(callTurn)];
 }
 
 /** Adds a state's own prompt to the system prompt for the call made in that state. */

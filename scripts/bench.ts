@@ -3,14 +3,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chatBodies } from './bench/chat-body.js';
-import { freePort, startChild, type RunningChild } from './bench/child-process.js';
+import { benchProcesses, freePort, startChild, type RunningChild } from './bench/child-process.js';
 import { addCleanup, runCleanups } from './bench/cleanup.js';
 import { readSelfTime, type SelfTimeReport } from './bench/cpu-profile.js';
+import { waitForQuiet, watchCpu, type CpuUsage } from './bench/cpu-usage.js';
 import { jsonExchange, runLoad, streamExchange } from './bench/load.js';
 import { BENCH_USAGE, parseBenchOptions, type BenchOptions, type SessionMode, type Target } from './bench/options.js';
 import { checkGoals, describeMachine, renderText, writeReport, type BenchReport, type CellResult } from './bench/report.js';
 import { createScratchDatabase, type ScratchDatabase } from './bench/scratch-database.js';
 
+/** Other processes using more CPU than this (in cores) make a cell noisy. */
+const QUIET_CORES = 0.2;
 const ROOT = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
 
 /** What a run has gathered so far. */
@@ -111,7 +114,10 @@ async function benchService(run: Run, target: 'pglite' | 'pg', llmUrl: string, d
   });
   const windows = await measureTarget(run, target, service.url, run.options.modes, target === 'pglite' && run.options.stream);
   await stopChecked(run, service);
-  if (run.options.profile) run.profile.push(...(await readSelfTime(profileDir, ROOT, windows)));
+  if (!run.options.profile) return;
+  // Threads that were idle all along (tsx's module loader) are left out.
+  const threads = await readSelfTime(profileDir, ROOT, windows);
+  run.profile.push(...threads.filter((thread) => thread.totalMs - thread.idleMs > 0.05 * thread.totalMs));
 }
 
 /** Measures a target at each concurrency (and session mode); returns the measured windows. */
@@ -142,11 +148,27 @@ async function measureCell(
   }));
   const bodies = chatBodies(stream);
   const exchange = (stream ? streamExchange : jsonExchange)(bodies, (worker) => headers[worker]!);
-  const result = await runLoad({ origin, connections, warmup: run.options.warmup, durationMs: run.options.durationMs, requests: run.options.requests, exchange });
-  run.cells.push({ target, mode, stream, connections, result, flagged: result.errors > 0 });
+  const label = `${target}${mode ? ` ${mode}` : ''}${stream ? ' stream' : ''} c=${connections}`;
+  if (run.options.quietWaitMs > 0) {
+    const foreign = await waitForQuiet(benchProcesses, QUIET_CORES, run.options.quietWaitMs);
+    if (foreign >= QUIET_CORES) console.error(`  ${label}: other processes still use ${foreign.toFixed(2)} cores; measuring anyway`);
+  }
+  let watch: { stop: () => CpuUsage } | undefined;
+  const result = await runLoad({
+    origin,
+    connections,
+    warmup: run.options.warmup,
+    durationMs: run.options.durationMs,
+    requests: run.options.requests,
+    exchange,
+    onMeasureStart: () => (watch = watchCpu(benchProcesses)),
+  });
+  const cpu = watch!.stop();
+  run.cells.push({ target, mode, stream, connections, result, cpu, flagged: result.errors > 0, noisy: cpu.foreign >= QUIET_CORES });
   const first = result.firstPiece ? ` first p50 ${result.firstPiece.p50.toFixed(2)} ms` : '';
+  const cores = Object.entries(cpu.byProcess).map(([name, used]) => `${name} ${used.toFixed(2)}`).join(', ');
   console.error(
-    `  ${target}${mode ? ` ${mode}` : ''}${stream ? ' stream' : ''} c=${connections}: ${result.rps.toFixed(0)} req/s, p50 ${result.latency.p50.toFixed(2)} ms, p99 ${result.latency.p99.toFixed(2)} ms${first}, ${result.errors} errors`,
+    `  ${label}: ${result.rps.toFixed(0)} req/s, p50 ${result.latency.p50.toFixed(2)} ms, p99 ${result.latency.p99.toFixed(2)} ms${first}, ${result.errors} errors; cores: ${cores}, other ${cpu.foreign.toFixed(2)}`,
   );
   return result.windowUs;
 }

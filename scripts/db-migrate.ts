@@ -1,18 +1,22 @@
-/**
- * `npm run db:migrate`: brings the database schema up to date and says what it did.
- * TODO: read these settings through the config loader (config/) once it is wired in.
- */
+/** `npm run db:migrate`: brings the database schema up to date and says what it did. */
+import { ConfigError, loadConfig } from '../config/load-config.js';
 import { createDatabase, migrateToLatest, redactPassword } from '../storage/index.js';
 
-const env = process.env;
-const url = env.DB_URL?.trim() || undefined;
-const dataDir = env.DATA_DIR?.trim() || './data';
-const vector = /^(true|1|yes|on)$/i.test(env.MEMORY_USE_LONG_TERM?.trim() ?? '');
-const embeddingDimensions = Number(env.MEMORY_EMBEDDING_DIMENSIONS?.trim() || 256);
+let config;
+try {
+  config = loadConfig(process.env);
+} catch (error) {
+  if (!(error instanceof ConfigError)) throw error;
+  console.error(`Configuration error: ${error.message}`);
+  process.exit(78);
+}
+const { url, data_dir: dataDir, pool_size: poolSize } = config.database;
+const vector = config.memory.use_long_term;
+const embeddingDimensions = config.memory.embedding_dimensions;
 
 const target = url ? `the database at ${redactPassword(url)}` : `the embedded PGlite database in ${dataDir}`;
 try {
-  const database = await createDatabase({ url, dataDir, vector });
+  const database = await createDatabase({ url, dataDir, vector, poolSize });
   try {
     const { applied } = await migrateToLatest(database, { vector, embeddingDimensions });
     const memory = vector ? `long-term memory on (${embeddingDimensions} dimensions)` : 'long-term memory off';

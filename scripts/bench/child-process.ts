@@ -37,10 +37,17 @@ export type RunningChild = {
 const TAIL_LINES = 40;
 
 // Children run in their own process groups and would outlive the bench: whatever is left at exit is killed.
-const live = new Set<ChildProcess>();
+const live = new Map<ChildProcess, string>();
 process.on('exit', () => {
-  for (const child of live) killGroup(child, 'SIGKILL');
+  for (const child of live.keys()) killGroup(child, 'SIGKILL');
 });
+
+/** The pids of the bench (`bench`) and of its running children, by name, for CPU accounting. */
+export function benchProcesses(): Record<string, number> {
+  const pids: Record<string, number> = { bench: process.pid };
+  for (const [child, name] of live) pids[name] = child.pid!;
+  return pids;
+}
 
 /** Spawns a child in its own process group and resolves once it is ready; it is stopped by `runCleanups` too. */
 export async function startChild(spec: ChildSpec): Promise<RunningChild> {
@@ -61,7 +68,7 @@ export async function startChild(spec: ChildSpec): Promise<RunningChild> {
       for (const listener of lineListeners) listener(line);
     });
   }
-  live.add(child);
+  live.set(child, spec.name);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   void exited.then(() => live.delete(child));
   let stopping: Promise<void> | undefined;

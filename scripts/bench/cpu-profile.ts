@@ -1,7 +1,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
-type CallFrame = { functionName: string; url: string; lineNumber: number };
+type CallFrame = { functionName: string; url: string; lineNumber: number; columnNumber: number };
 type ProfileNode = { id: number; callFrame: CallFrame };
 /** The parts of a V8 `.cpuprofile` that self time needs. */
 type CpuProfile = { nodes: ProfileNode[]; startTime: number; endTime: number; samples: number[]; timeDeltas: number[] };
@@ -24,8 +24,9 @@ export type SelfTimeReport = {
 
 /**
  * Reads the `.cpuprofile` files in `dir` and ranks self time: each sample's node is charged
- * the interval up to the next sample, grouped by function name + url:line, and by package
- * or project file. Samples outside `windowsUs` (monotonic µs) are left out when they overlap the profile.
+ * the interval up to the next sample, grouped by function name + url:line:column (tsx emits
+ * each file on one line, so the column tells functions apart), and by package or project
+ * file. Samples outside `windowsUs` (monotonic µs) are left out when they overlap the profile.
  */
 export async function readSelfTime(dir: string, root: string, windowsUs: [number, number][], limit = 25): Promise<SelfTimeReport[]> {
   const files = (await readdir(dir)).filter((name) => name.endsWith('.cpuprofile'));
@@ -56,7 +57,7 @@ function rankSelfTime(profile: CpuProfile, file: string, root: string, windowsUs
       idleUs += us;
       continue;
     }
-    const where = frame.url ? `${shortUrl(frame.url, root)}:${frame.lineNumber + 1}` : '';
+    const where = frame.url ? `${shortUrl(frame.url, root)}:${frame.lineNumber + 1}:${frame.columnNumber + 1}` : '';
     const key = `${frame.functionName}|${where}`;
     const entry = byFunction.get(key) ?? { name: frame.functionName || '(anonymous)', where, us: 0 };
     entry.us += us;

@@ -17,6 +17,8 @@ export type LoadOptions = {
   /** When set, measure this many requests instead of a duration. */
   requests?: number;
   exchange: Exchange;
+  /** Called between the warm-up and the measured phase. */
+  onMeasureStart?: () => void;
 };
 
 /** What one measured load produced. */
@@ -47,6 +49,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     const firstPieces: number[] = [];
     const errorSamples = new Set<string>();
     let errors = 0;
+    options.onMeasureStart?.();
     const startedUs = monotonicUs();
     const started = performance.now();
     const deadline = started + options.durationMs;

@@ -20,6 +20,8 @@ export type BenchOptions = {
   modes: SessionMode[];
   stream: boolean;
   profile: boolean;
+  /** Longest wait before a cell for other processes to leave the CPU alone. */
+  quietWaitMs: number;
   dbUrl: string;
   help: boolean;
 };
@@ -36,6 +38,7 @@ export const BENCH_USAGE = `Usage: npm run bench -- [options]
   --modes LIST           service session modes: session (one per connection), new (one per request); default both
   --no-stream            skip the streaming cells
   --profile              CPU-profile the service; alone it means --targets pglite --modes session --concurrency 32 --no-stream
+  --quiet-wait S         before each cell, wait up to S seconds for other processes to use < 0.2 cores (default 60; 0: don't)
   --db-url URL           PostgreSQL server for the pg target (default $BENCH_DB_URL or postgres://postgres@127.0.0.1:5432/test)`;
 
 /** Parses the command line of `npm run bench`. */
@@ -54,6 +57,7 @@ export function parseBenchOptions(args: string[]): BenchOptions {
       modes: { type: 'string' },
       'no-stream': { type: 'boolean', default: false },
       profile: { type: 'boolean', default: false },
+      'quiet-wait': { type: 'string' },
       'db-url': { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -69,6 +73,7 @@ export function parseBenchOptions(args: string[]): BenchOptions {
     modes: oneOf('--modes', list(values.modes ?? (profileOnly ? 'session' : 'session,new')), ['session', 'new'] as const),
     stream: !values['no-stream'] && !profileOnly,
     profile: values.profile,
+    quietWaitMs: 1000 * (values['quiet-wait'] !== undefined ? positive('--quiet-wait', values['quiet-wait'], true) : 60),
     dbUrl: values['db-url'] ?? process.env.BENCH_DB_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
     help: values.help,
   };

@@ -3,6 +3,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, platform, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 import type { SelfTimeReport } from './cpu-profile.js';
+import type { CpuUsage } from './cpu-usage.js';
 import type { LoadResult } from './load.js';
 import type { BenchOptions, SessionMode, Target } from './options.js';
 
@@ -13,8 +14,12 @@ export type CellResult = {
   stream: boolean;
   connections: number;
   result: LoadResult;
+  /** Cores used during the measured phase, by the bench, the processes under test and everything else. */
+  cpu: CpuUsage;
   /** Some requests failed: the figures are suspect. */
   flagged: boolean;
+  /** Other processes used the CPU meanwhile: the figures are low. */
+  noisy: boolean;
 };
 
 /** Where the run happened. */
@@ -79,7 +84,7 @@ export function checkGoals(cells: CellResult[]): string[] {
 type Table = { headers: string[]; rows: string[][] };
 
 function nonStreamingTable(cells: CellResult[]): Table {
-  const headers = ['target', 'mode', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'errors', 'vs direct', 'vs passthrough', '+p50 ms'];
+  const headers = ['target', 'mode', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'errors', 'vs direct', 'vs passthrough', '+p50 ms', ...CPU_HEADERS];
   const rows = cells
     .filter((cell) => !cell.stream)
     .map((cell) => {
@@ -90,20 +95,21 @@ function nonStreamingTable(cells: CellResult[]): Table {
         LABELS[cell.target],
         cell.mode ?? '-',
         String(cell.connections),
-        result.rps.toFixed(0),
+        rps(cell),
         ms(result.latency.p50),
         ms(result.latency.p99),
         errors(cell),
         direct ? percent(result.rps / direct.result.rps) : '',
         pass ? percent(result.rps / pass.result.rps) : '',
         direct ? signed(result.latency.p50 - direct.result.latency.p50) : '',
+        ...cpuColumns(cell),
       ];
     });
   return { headers, rows };
 }
 
 function streamingTable(cells: CellResult[]): Table {
-  const headers = ['target', 'conns', 'req/s', 'first p50', 'first p99', 'total p50', 'total p99', 'errors', 'vs direct', '+first p50'];
+  const headers = ['target', 'conns', 'req/s', 'first p50', 'first p99', 'total p50', 'total p99', 'errors', 'vs direct', '+first p50', ...CPU_HEADERS];
   const rows = cells
     .filter((cell) => cell.stream)
     .map((cell) => {
@@ -113,7 +119,7 @@ function streamingTable(cells: CellResult[]): Table {
       return [
         LABELS[cell.target],
         String(cell.connections),
-        result.rps.toFixed(0),
+        rps(cell),
         ms(first?.p50),
         ms(first?.p99),
         ms(result.latency.p50),
@@ -121,11 +127,22 @@ function streamingTable(cells: CellResult[]): Table {
         errors(cell),
         direct ? percent(result.rps / direct.result.rps) : '',
         direct?.result.firstPiece && first ? signed(first.p50 - direct.result.firstPiece.p50) : '',
+        ...cpuColumns(cell),
       ];
     });
   return { headers, rows };
 }
 
+const CPU_HEADERS = ['cores bench/target/llm', 'other'];
+
+/** Cores used by the load generator, the process under test (the LLM itself for direct), the LLM, and others. */
+function cpuColumns(cell: CellResult): string[] {
+  const { bench = 0, 'fake LLM': llm = 0, ...rest } = cell.cpu.byProcess;
+  const target = cell.target === 'direct' ? llm : Object.values(rest).reduce((sum, used) => sum + used, 0);
+  return [[bench, target, llm].map((used) => used.toFixed(2)).join('/'), cell.cpu.foreign.toFixed(2)];
+}
+
+const rps = (cell: CellResult) => `${cell.noisy ? '~' : ''}${cell.result.rps.toFixed(0)}`;
 const ms = (value: number | undefined) => (value === undefined || Number.isNaN(value) ? '-' : value.toFixed(2));
 const signed = (value: number) => `${value >= 0 ? '+' : ''}${value.toFixed(2)}`;
 const percent = (ratio: number) => `${(100 * ratio).toFixed(0)}%`;
@@ -147,12 +164,18 @@ function profileLines(profile: SelfTimeReport): string[] {
   return [
     `${profile.file}: ${profile.windowed ? 'measured window only' : 'whole process life (start-up included)'}, sampled ${profile.totalMs.toFixed(0)} ms, idle ${profile.idleMs.toFixed(0)} ms, busy ${busy.toFixed(0)} ms`,
     '',
-    'self ms   %busy  function  (file:line of the transpiled code)',
+    'self ms   %busy  function  file:line:column (of the transpiled code: tsx puts each project file on one line)',
     ...profile.functions.map((e) => `${e.ms.toFixed(0).padStart(7)}  ${e.percent.toFixed(1).padStart(5)}%  ${e.name}  ${e.where}`),
     '',
     'self ms   %busy  package / file',
     ...profile.modules.map((e) => `${e.ms.toFixed(0).padStart(7)}  ${e.percent.toFixed(1).padStart(5)}%  ${e.name}`),
   ];
+}
+
+function noisyLine(cells: CellResult[]): string[] {
+  const noisy = cells.filter((cell) => cell.noisy);
+  if (noisy.length === 0) return [];
+  return [`~ ${noisy.length} cell(s) ran while other processes used >= 0.2 cores ('other' column): their figures are low`];
 }
 
 function errorLines(cells: CellResult[]): string[] {
@@ -174,7 +197,8 @@ export function renderText(report: BenchReport): string {
   if (report.goals.length > 0) parts.push('', 'Goals', ...report.goals);
   const problems = errorLines(report.cells);
   if (problems.length > 0) parts.push('', 'Cells with errors (!!)', ...problems);
-  if (report.notes.length > 0) parts.push('', 'Notes', ...report.notes);
+  const notes = [...noisyLine(report.cells), ...report.notes];
+  if (notes.length > 0) parts.push('', 'Notes', ...notes);
   for (const profile of report.profile ?? []) parts.push('', 'CPU profile of the service', ...profileLines(profile));
   return parts.join('\n');
 }
@@ -197,7 +221,8 @@ export function renderMarkdown(report: BenchReport): string {
   if (report.goals.length > 0) parts.push('', '## Goals', '', ...report.goals.map((goal) => `- ${goal}`));
   const problems = errorLines(report.cells);
   if (problems.length > 0) parts.push('', '## Cells with errors', '', ...problems.map((line) => `- ${line}`));
-  if (report.notes.length > 0) parts.push('', '## Notes', '', ...report.notes.map((note) => `- ${note}`));
+  const notes = [...noisyLine(report.cells), ...report.notes];
+  if (notes.length > 0) parts.push('', '## Notes', '', ...notes.map((note) => `- ${note}`));
   for (const profile of report.profile ?? []) parts.push('', '## CPU profile of the service', '', '```', ...profileLines(profile), '```');
   return `${parts.join('\n')}\n`;
 }

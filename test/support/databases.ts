@@ -1,10 +1,9 @@
-import { randomBytes } from 'node:crypto';
 import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
-import pg from 'pg';
 import { createDatabase } from '../../storage/index.js';
 import type { Database } from '../../storage/index.js';
+import { createServerSchema } from './server-schema.js';
 
 /** An open test database; `close()` also removes what the target set up for it. */
 export type TestDatabase = Database & {
@@ -85,12 +84,8 @@ async function openPgliteSocket(options: { vector?: boolean } = {}): Promise<Tes
 }
 
 async function openServerSchema(baseUrl: string, options: { vector?: boolean } = {}): Promise<TestDatabase> {
-  const schema = `storage_test_${randomBytes(6).toString('hex')}`;
-  await adminQuery(baseUrl, `create schema ${schema}`);
-  const url = new URL(baseUrl);
-  // Every connection of the pool works in the test's own schema.
-  url.searchParams.set('options', `-c search_path=${schema}`);
-  return withCleanup(url.toString(), options.vector ?? false, () => adminQuery(baseUrl, `drop schema ${schema} cascade`));
+  const schema = await createServerSchema(baseUrl, 'storage_test');
+  return withCleanup(schema.url, options.vector ?? false, schema.drop);
 }
 
 async function withCleanup(url: string, withVector: boolean, cleanup: () => Promise<void>): Promise<TestDatabase> {
@@ -109,14 +104,4 @@ async function withCleanup(url: string, withVector: boolean, cleanup: () => Prom
       await cleanup();
     },
   };
-}
-
-async function adminQuery(url: string, statement: string): Promise<void> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    await client.query(statement);
-  } finally {
-    await client.end();
-  }
 }
