@@ -185,7 +185,9 @@ async function stopChecked(run: Run, child: RunningChild): Promise<void> {
   }
 }
 
+let interrupted = false;
 process.once('SIGINT', () => {
+  interrupted = true;
   console.error('\ninterrupted: stopping the processes under test');
   void runCleanups().finally(() => process.exit(130));
 });
@@ -194,6 +196,7 @@ main()
   .then(runCleanups)
   .then(() => process.exit(0))
   .catch(async (error: unknown) => {
+    if (interrupted) return; // the SIGINT handler cleans up and exits
     console.error(`bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
     await runCleanups();
     process.exit(1);
