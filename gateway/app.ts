@@ -1,6 +1,7 @@
 import express, { type Express } from 'express';
 import type { Logger } from 'winston';
 import type { Supervisor } from '../runtime/supervisor.js';
+import type { ToolServerStatus } from '../runtime/tool-runner.js';
 import { createAnnouncedRouter } from './announced-routes.js';
 import { createChatRoute, type ChatRouteDeps } from './chat-route.js';
 import { createErrorHandler, notFoundHandler } from './error-handler.js';
@@ -12,6 +13,8 @@ import { createRequestLogging } from './request-logging.js';
 export type AppDeps = {
   supervisor: Supervisor;
   logger: Logger;
+  /** Each configured tool server's status, for /health. */
+  toolStatus: () => Record<string, ToolServerStatus>;
   bodyLimit: string;
   maxMessages: number;
   defaults: ChatRouteDeps['defaults'];
@@ -28,7 +31,13 @@ export function createApp(deps: AppDeps): Express {
   app.use(createRequestLogging(deps.logger));
   // Any content type is read as JSON: curl without -H still works.
   app.use(express.json({ limit: deps.bodyLimit, type: () => true, strict: false }));
-  app.get('/health', createHealthRoute({ llmBaseUrl: deps.llm.baseUrl, llmApiKey: deps.llm.apiKey, timeoutMs: deps.llm.healthTimeoutMs, port: deps.port }));
+  app.get('/health', createHealthRoute({
+      llmBaseUrl: deps.llm.baseUrl,
+      llmApiKey: deps.llm.apiKey,
+      timeoutMs: deps.llm.healthTimeoutMs,
+      port: deps.port,
+      toolStatus: deps.toolStatus,
+    }),);
   app.post('/v1/chat/completions', createChatRoute({ supervisor: deps.supervisor, defaults: deps.defaults, maxMessages: deps.maxMessages }));
   app.use(createModelsRouter());
   app.use(createAnnouncedRouter());

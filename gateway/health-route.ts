@@ -1,10 +1,28 @@
 import type { RequestHandler } from 'express';
 import { checkLlmServer } from '../runtime/llm-health.js';
+import type { ToolServerStatus } from '../runtime/tool-runner.js';
 
-/** `GET /health`: the specification's health response. */
-export function createHealthRoute(deps: { llmBaseUrl: string; llmApiKey: string; timeoutMs: number; port: () => number }): RequestHandler {
+/** What the health route reads. */
+export type HealthDeps = {
+  llmBaseUrl: string;
+  llmApiKey: string;
+  timeoutMs: number;
+  port: () => number;
+  toolStatus: () => Record<string, ToolServerStatus>;
+};
+
+/**
+ * `GET /health`: the specification's fields (`status`, `llm_server`, `port`), plus each tool
+ * server's status when any is configured. Server error texts stay in the log, not here.
+ */
+export function createHealthRoute(deps: HealthDeps): RequestHandler {
   return async (_req, res) => {
     const llmServer = await checkLlmServer(deps.llmBaseUrl, deps.timeoutMs, deps.llmApiKey);
-    res.json({ status: 'ok', llm_server: llmServer, port: deps.port() });
+    const servers = Object.entries(deps.toolStatus());
+    const body: Record<string, unknown> = { status: 'ok', llm_server: llmServer, port: deps.port() };
+    if (servers.length > 0) {
+      body.mcp_servers = Object.fromEntries(servers.map(([name, server]) => [name, { status: server.status, tools: server.tools, attempts: server.attempts }]));
+    }
+    res.json(body);
   };
 }

@@ -17,6 +17,17 @@ export function logRuntimeEvents(events: EventBus, logger: Logger): () => void {
     events.on('tool:call', ({ sessionId, tool, server, durationMs, outcome }) =>
       logger.debug(`tool ${server}/${tool} ${outcome}`, { sessionId, durationMs: Math.round(durationMs) }),
     ),
+    events.on('oauth:refresh_failed', ({ userId, provider, reason, message }) =>
+      logger.warn(`OAuth token refresh failed (${reason}): ${message}`, { userId, provider }),
+    ),
+    events.on('oauth:token_unreadable', ({ userId, provider, message }) =>
+      logger.warn(`stored OAuth token unreadable (was oauth.token_key changed?): ${message}`, { userId, provider }),
+    ),
+    events.on('oauth:connected', ({ userId, provider }) => logger.info('OAuth account connected', { userId, provider })),
+    events.on('oauth:disconnected', ({ userId, provider }) => logger.info('OAuth account disconnected', { userId, provider })),
+    events.on('oauth:refreshed', ({ userId, provider, durationMs }) =>
+      logger.debug('OAuth token refreshed', { userId, provider, durationMs: Math.round(durationMs) }),
+    ),
   ];
   return () => unsubscribers.forEach((unsubscribe) => unsubscribe());
 }

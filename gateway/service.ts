@@ -7,6 +7,7 @@ import { DurableWriter } from '../runtime/durable-writer.js';
 import { EventBus } from '../runtime/event-bus.js';
 import { chooseEmbedder } from '../runtime/embedder.js';
 import { createLlmClient } from '../runtime/llm-client.js';
+import { createMcpRegistry } from '../runtime/mcp-registry.js';
 import type { LongTermMemory } from '../runtime/long-term-memory.js';
 import { createVectorMemory } from '../runtime/vector-memory.js';
 import { Supervisor } from '../runtime/supervisor.js';
@@ -49,6 +50,16 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
   const stopLogging = logRuntimeEvents(events, logger);
   const writer = new DurableWriter(events);
   const memory = stores.memories ? await createMemory(config, stores.memories, events, logger) : undefined;
+  const tools = createMcpRegistry({
+    servers: config.mcp_servers,
+    connectTimeoutMs: config.tools.connect_timeout_ms,
+    callTimeoutMs: config.tools.call_timeout_ms,
+    userProcessIdleMs: config.tools.user_process_idle_ms,
+    events,
+    logger,
+  });
+  // Connects every tool server in parallel, each within its time-out; failures retry in the background.
+  await tools.start();
   const supervisor = new Supervisor({
     graph,
     llm: createLlmClient({ baseUrl: config.llm.base_url, apiKey: config.llm.api_key, timeoutMs: config.llm.timeout_ms }),
@@ -57,6 +68,7 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
     writer,
     events,
     memory,
+    tools,
     settings: {
       systemPrompt: config.app.system_prompt,
       shortTermTurns: config.memory.short_term_turns,
@@ -72,6 +84,7 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
   const app = createApp({
     supervisor,
     logger,
+    toolStatus: () => tools.status(),
     bodyLimit: config.app.body_limit,
     maxMessages: config.app.max_messages,
     defaults: {
@@ -95,6 +108,7 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
         server.closeIdleConnections();
       });
       await supervisor.stop();
+      await tools.close();
       await writer.flush();
       writer.close();
       stopLogging();

@@ -11,6 +11,13 @@ export type RuntimeEvents = {
   'tool:call': { sessionId: string; tool: string; server: string; durationMs: number; outcome: 'ok' | 'error' };
   'memory:written': { sessionId: string; userId: string; entries: number; kind: 'conversation' | 'long_term' };
   'storage:error': { operation: string; error: Error; attempt: number; willRetry: boolean };
+  'oauth:connected': { userId: string; provider: string };
+  'oauth:refreshed': { userId: string; provider: string; durationMs: number };
+  /** revoked: the provider refused the refresh token (the row is gone, the user must reconnect). */
+  'oauth:refresh_failed': { userId: string; provider: string; reason: 'revoked' | 'unavailable' | 'no_refresh_token'; message: string };
+  /** A stored token could not be decrypted (token_key changed, or the row was altered). */
+  'oauth:token_unreadable': { userId: string; provider: string; message: string };
+  'oauth:disconnected': { userId: string; provider: string };
 };
 
 /** Name of a runtime event. */

@@ -12,12 +12,48 @@ export interface ToolRunner {
   definitions(allowed?: string[]): ToolDefinition[];
   /** Text appended to the base system prompt: each tool's name, description and input schema. */
   describe(): string;
-  /** Runs one call. Failures are results with `isError`, never exceptions. */
+  /**
+   * Runs one call. Failures (unknown tool, bad arguments, a tool error, a crash, a time-out,
+   * cancellation) are results with `isError`, never exceptions, with one exception: a tool
+   * of a per-user server when the user has not connected their account throws a
+   * `ServiceError('TOOL_AUTH_REQUIRED')` whose `details` hold `server`, `tool` and
+   * `login_url`, for the frontend to send the user there.
+   */
   call(toolCall: ToolCall, scope: ToolCallScope): Promise<ToolCallResult>;
 }
 
+/** The health of one tool server, as `/health` reports it. */
+export type ToolServerStatus = {
+  /** `per_user`: a per-user server whose tool list is known; each user gets their own connection. */
+  status: 'connected' | 'connecting' | 'failed' | 'per_user';
+  transport: 'stdio' | 'http';
+  /** How many tools it offers (the last known list while it is down). */
+  tools: number;
+  /** The last failure, while the server is failed or reconnecting. */
+  error?: string;
+  /** Connection attempts so far. */
+  attempts: number;
+  /** When the last attempt started, ISO 8601. */
+  lastAttempt?: string;
+  /** Per-user servers: how many users have a live connection. */
+  users?: number;
+};
+
+/** A tool runner with a lifecycle: the composition root starts it, reports it on /health and closes it. */
+export interface ManagedToolRunner extends ToolRunner {
+  /** Connects to the tool servers and lists their tools; never rejects (failed servers are retried). */
+  start(): Promise<void>;
+  /** Each server's health, by server name. */
+  status(): Record<string, ToolServerStatus>;
+  /** Closes every connection and ends every server process. */
+  close(): Promise<void>;
+}
+
 /** A runner with no tools: every call is an error result naming the unknown tool. */
-export const NO_TOOLS: ToolRunner = {
+export const NO_TOOLS: ManagedToolRunner = {
+  start: async () => {},
+  status: () => ({}),
+  close: async () => {},
   definitions: () => [],
   describe: () => '',
   call: async (toolCall) => ({

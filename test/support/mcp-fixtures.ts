@@ -1,0 +1,106 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import type { McpServerConfig } from '../../config/mcp-server-schema.js';
+import { EventBus } from '../../runtime/event-bus.js';
+import { createMcpRegistry, type McpRegistry, type McpRegistryOptions } from '../../runtime/mcp-registry.js';
+import type { AccessTokenSource } from '../../runtime/ports.js';
+import type { ToolCallResult } from '../../runtime/tool-runner.js';
+
+/** The entry script of `@modelcontextprotocol/server-everything`. */
+export const EVERYTHING_ENTRY = fileURLToPath(
+  new URL('../../node_modules/@modelcontextprotocol/server-everything/dist/index.js', import.meta.url),
+);
+
+/** server-everything over stdio, as a registry entry. */
+export function everythingStdioConfig(): McpServerConfig {
+  return { transport: 'stdio', command: process.execPath, args: [EVERYTHING_ENTRY, 'stdio'], env: {}, per_user: false };
+}
+
+/** A free TCP port on 127.0.0.1. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const address = server.address();
+  server.close();
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return address.port;
+}
+
+/** server-everything over streamable HTTP, started by the test. */
+export type EverythingHttp = { url: string; port: number; child: ChildProcess; stop(): Promise<void> };
+
+/** Starts server-everything with `streamableHttp` on `port` (a free one unless given) and waits until it listens. */
+export async function startEverythingHttp(port?: number): Promise<EverythingHttp> {
+  port ??= await freePort();
+  const child = spawn(process.execPath, [EVERYTHING_ENTRY, 'streamableHttp'], {
+    env: { ...process.env, PORT: String(port) },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    let stderr = '';
+    child.stderr?.setEncoding('utf8');
+    child.stderr?.on('data', (text: string) => {
+      stderr += text;
+      if (stderr.includes(`listening on port ${port}`)) resolve();
+    });
+    child.once('exit', (code) => reject(new Error(`server-everything exited with code ${code}: ${stderr}`)));
+  });
+  return {
+    url: `http://127.0.0.1:${port}/mcp`,
+    port,
+    child,
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = once(child, 'exit');
+      child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
+
+/** A registry with test-friendly defaults (short back-off and grace times). */
+export function testRegistry(options: Partial<McpRegistryOptions> & Pick<McpRegistryOptions, 'servers'>): McpRegistry & { events: EventBus } {
+  const events = options.events ?? new EventBus();
+  const registry = createMcpRegistry({
+    connectTimeoutMs: 15_000,
+    callTimeoutMs: 15_000,
+    userProcessIdleMs: 60_000,
+    retry: { initialMs: 50, maxMs: 200 },
+    killGraceMs: 300,
+    ...options,
+    events,
+  });
+  return Object.assign(registry, { events });
+}
+
+/** Calls `name` with `args` (an object is sent as JSON, a string as is). */
+export function callTool(
+  registry: McpRegistry,
+  name: string,
+  args: Record<string, unknown> | string = {},
+  scope: { userId?: string; sessionId?: string; signal?: AbortSignal } = {},
+): Promise<ToolCallResult> {
+  return registry.call(
+    { id: `call-${name}`, type: 'function', function: { name, arguments: typeof args === 'string' ? args : JSON.stringify(args) } },
+    { userId: scope.userId ?? 'user-a', sessionId: scope.sessionId ?? 'session-1', signal: scope.signal ?? new AbortController().signal },
+  );
+}
+
+/** The JSON a test-server tool answered with. */
+export function answer<T = Record<string, unknown>>(result: ToolCallResult): T {
+  if (result.isError) throw new Error(`the tool failed: ${result.content}`);
+  return JSON.parse(result.content) as T;
+}
+
+/** An in-memory token source: set or delete `tokens` to connect or disconnect a user. */
+export function fakeTokenSource(): AccessTokenSource & { tokens: Map<string, string> } {
+  const tokens = new Map<string, string>();
+  return {
+    tokens,
+    getAccessToken: async (userId) => tokens.get(userId) ?? null,
+    loginUrl: (userId) => `http://svc.test/auth/idp/login?user_id=${encodeURIComponent(userId)}`,
+  };
+}
