@@ -1,4 +1,4 @@
-import express, { type Express } from 'express';
+import express, { type Express, type Router } from 'express';
 import type { Logger } from 'winston';
 import type { Supervisor } from '../runtime/supervisor.js';
 import type { ToolServerStatus } from '../runtime/tool-runner.js';
@@ -13,6 +13,8 @@ import { createRequestLogging } from './request-logging.js';
 export type AppDeps = {
   supervisor: Supervisor;
   logger: Logger;
+  /** The /auth/idp routes (OAuth for per-user tool accounts). */
+  authRouter: Router;
   /** Each configured tool server's status, for /health. */
   toolStatus: () => Record<string, ToolServerStatus>;
   bodyLimit: string;
@@ -41,6 +43,7 @@ export function createApp(deps: AppDeps): Express {
   app.post('/v1/chat/completions', createChatRoute({ supervisor: deps.supervisor, defaults: deps.defaults, maxMessages: deps.maxMessages }));
   app.use(createModelsRouter());
   app.use(createAnnouncedRouter());
+  app.use(deps.authRouter);
   app.use(notFoundHandler);
   app.use(createErrorHandler(deps.logger));
   return app;

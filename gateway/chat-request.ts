@@ -25,7 +25,11 @@ const FunctionTool = z.object({
   }),
 });
 
-const Identifier = z.string().min(1).max(MAX_ID_LENGTH, `must be at most ${MAX_ID_LENGTH} characters`);
+const Identifier = z
+  .string()
+  .min(1)
+  .max(MAX_ID_LENGTH, `must be at most ${MAX_ID_LENGTH} characters`)
+  .refine((value) => !value.includes('\u0000'), 'must not contain NUL characters');
 
 const ChatRequestSchema = z.object({
   model: z.string().min(1).default('svc-agent'),
@@ -65,12 +69,18 @@ export function parseChatRequest(body: unknown, limits: { maxMessages: number })
   if (request.messages.length > limits.maxMessages) {
     throw new ServiceError('INVALID_REQUEST', `too many messages: at most ${limits.maxMessages} are accepted`, { param: 'messages' });
   }
+  // PostgreSQL text cannot hold NUL: refused here rather than failing to store.
+  const withNul = request.messages.findIndex((message) => JSON.stringify(message.content ?? '').includes('\\u0000'));
+  if (withNul >= 0) {
+    throw new ServiceError('INVALID_REQUEST', 'message content must not contain NUL characters', { param: `messages[${withNul}].content` });
+  }
   return request as ChatRequest;
 }
 
 /** Checks a user or session id taken from a header. */
 export function checkIdentifier(value: string, param: string): string {
   if (value.length === 0) throw new ServiceError('INVALID_REQUEST', `${param} must not be empty`, { param });
+  if (value.includes('\u0000')) throw new ServiceError('INVALID_REQUEST', `${param} must not contain NUL characters`, { param });
   if (value.length > MAX_ID_LENGTH) {
     throw new ServiceError('INVALID_REQUEST', `${param} must be at most ${MAX_ID_LENGTH} characters (got ${value.length})`, { param });
   }

@@ -16,6 +16,10 @@ async function main(): Promise<void> {
   }
   const logger = createLogger(config.log.level);
   const service = await startService(config, logger).catch((error: Error) => {
+    if (error instanceof ConfigError) {
+      logger.error(`Configuration error: ${error.message}`);
+      process.exit(78);
+    }
     logger.error(`start-up failed: ${error.message}`, { stack: error.stack });
     process.exit(1);
   });

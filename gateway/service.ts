@@ -14,6 +14,7 @@ import { Supervisor } from '../runtime/supervisor.js';
 import { createDatabase, createStores, migrateToLatest, type Database } from '../storage/index.js';
 import { createApp } from './app.js';
 import { logRuntimeEvents } from './log-events.js';
+import { createOAuthSetup, type OAuthSetup } from './oauth-setup.js';
 
 /** A running service. */
 export type RunningService = {
@@ -48,6 +49,13 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
   const stores = createStores(database);
   const events = new EventBus();
   const stopLogging = logRuntimeEvents(events, logger);
+  let oauth: OAuthSetup;
+  try {
+    oauth = createOAuthSetup({ oauth: config.oauth, publicUrl: config.app.public_url, tokens: stores.tokens, states: stores.oauthStates, events });
+  } catch (error) {
+    await database.close();
+    throw error;
+  }
   const writer = new DurableWriter(events);
   const memory = stores.memories ? await createMemory(config, stores.memories, events, logger) : undefined;
   const tools = createMcpRegistry({
@@ -55,6 +63,7 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
     connectTimeoutMs: config.tools.connect_timeout_ms,
     callTimeoutMs: config.tools.call_timeout_ms,
     userProcessIdleMs: config.tools.user_process_idle_ms,
+    tokens: oauth.vault,
     events,
     logger,
   });
@@ -85,6 +94,7 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
     supervisor,
     logger,
     toolStatus: () => tools.status(),
+    authRouter: oauth.router,
     bodyLimit: config.app.body_limit,
     maxMessages: config.app.max_messages,
     defaults: {

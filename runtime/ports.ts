@@ -102,3 +102,63 @@ export interface AccessTokenSource {
   /** The URL a user opens to connect their account: `<public_url>/auth/idp/login?user_id=…`. */
   loginUrl(userId: string): string;
 }
+
+/** One user's stored tokens for one identity provider; the token set itself stays encrypted. */
+export type StoredToken = {
+  userId: string;
+  provider: string;
+  /** The token set as the token cipher wrote it (bound to userId and provider). */
+  ciphertext: string;
+  expiresAt: Date | null;
+  scope: string | null;
+  /** When the user (re)connected the account. */
+  createdAt: Date;
+  /** When the row last changed (a refresh). */
+  updatedAt: Date;
+};
+
+/** A token row before it is stored. */
+export type NewStoredToken = Pick<StoredToken, 'userId' | 'provider' | 'ciphertext' | 'expiresAt' | 'scope'>;
+
+/** The OAuth token table: at most one row per user and provider. */
+export interface TokenStore {
+  get(userId: string, provider: string): Promise<StoredToken | undefined>;
+  /** Every provider row of a user, by provider. */
+  listByUser(userId: string): Promise<StoredToken[]>;
+  /** Stores a new connection, replacing any earlier one of the same user and provider (createdAt restarts). */
+  put(token: NewStoredToken): Promise<StoredToken>;
+  /**
+   * Replaces the row's token set only while it still holds `expectedCiphertext` (compare and
+   * swap: a refresh never overwrites a reconnection or resurrects a disconnection). True when replaced.
+   */
+  replace(expectedCiphertext: string, token: NewStoredToken): Promise<boolean>;
+  /** Deletes the row; with `expectedCiphertext`, only while it still holds it. True when a row was deleted. */
+  remove(userId: string, provider: string, expectedCiphertext?: string): Promise<boolean>;
+}
+
+/** A login started at the identity provider and not finished yet. */
+export type OAuthStateRecord = {
+  state: string;
+  /** The user the login was started for: the tokens are stored for this user. */
+  userId: string;
+  provider: string;
+  codeVerifier: string;
+  /** Null when the scopes do not include `openid` (no ID token to check it against). */
+  nonce: string | null;
+  /** Hash of the login cookie of the browser that started the login. */
+  browserBinding: string;
+  expiresAt: Date;
+  createdAt: Date;
+};
+
+/** Pending OAuth logins, each usable once. */
+export interface OAuthStateStore {
+  create(record: Omit<OAuthStateRecord, 'createdAt'>): Promise<void>;
+  /**
+   * Deletes the state and returns it, atomically: of two concurrent calls only one gets it.
+   * Undefined when unknown, already used, or expired at `now` (an expired row is deleted too).
+   */
+  consume(state: string, now?: Date): Promise<OAuthStateRecord | undefined>;
+  /** Deletes the states expired at `now`; returns how many. */
+  purgeExpired(now?: Date): Promise<number>;
+}

@@ -38,9 +38,36 @@ export type MemoriesTable = {
   created_at: CreatedTimestamp;
 };
 
+/** The `oauth_tokens` table: one user's encrypted tokens for one identity provider. */
+export type OAuthTokensTable = {
+  user_id: string;
+  provider: string;
+  /** The token set, AES-256-GCM encrypted by the runtime's token cipher (IV and tag inside). */
+  ciphertext: string;
+  expires_at: Date | null;
+  scope: string | null;
+  created_at: CreatedTimestamp;
+  updated_at: CreatedTimestamp;
+};
+
+/** The `oauth_states` table: logins started and not yet finished, each usable once. */
+export type OAuthStatesTable = {
+  state: string;
+  user_id: string;
+  provider: string;
+  code_verifier: string;
+  nonce: string | null;
+  /** SHA-256 (hex) of the login cookie set in the browser that started the login. */
+  browser_binding: string;
+  expires_at: Date;
+  created_at: CreatedTimestamp;
+};
+
 /** Every table the service's Kysely instance knows. */
 export type DatabaseSchema = {
   conversations: ConversationsTable;
   sessions: SessionsTable;
   memories: MemoriesTable;
+  oauth_tokens: OAuthTokensTable;
+  oauth_states: OAuthStatesTable;
 };

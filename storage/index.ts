@@ -2,23 +2,29 @@
  * Storage: the database factory (PostgreSQL through `pg`, or the embedded PGlite), the
  * migrations, and the repositories implementing the runtime's storage ports.
  */
-import type { ConversationStore, SessionStore, VectorMemoryStore } from '../runtime/ports.js';
+import type { ConversationStore, OAuthStateStore, SessionStore, TokenStore, VectorMemoryStore } from '../runtime/ports.js';
 import { createConversationRepository } from './conversation-repository.js';
 import type { Database } from './create-database.js';
 import { createMemoryRepository } from './memory-repository.js';
+import { createOAuthStateRepository } from './oauth-state-repository.js';
 import { createSessionRepository } from './session-repository.js';
+import { createTokenRepository } from './token-repository.js';
 
 export { createDatabase, redactPassword } from './create-database.js';
 export type { CreateDatabaseOptions, Database } from './create-database.js';
 export { MEMORY_MIGRATION_TABLE, migrateToLatest } from './migrate.js';
 export type { MigrateOptions, MigrationSummary } from './migrate.js';
-export type { ConversationsTable, DatabaseSchema, MemoriesTable, SessionsTable } from './database-schema.js';
-export { createConversationRepository, createMemoryRepository, createSessionRepository };
+export type { ConversationsTable, DatabaseSchema, MemoriesTable, OAuthStatesTable, OAuthTokensTable, SessionsTable } from './database-schema.js';
+export { createConversationRepository, createMemoryRepository, createOAuthStateRepository, createSessionRepository, createTokenRepository };
 
 /** The stores the runtime is wired with; `memories` only when the database has vector support. */
 export type Stores = {
   conversations: ConversationStore;
   sessions: SessionStore;
+  /** Users' OAuth tokens (encrypted by the runtime before they get here). */
+  tokens: TokenStore;
+  /** Pending OAuth logins. */
+  oauthStates: OAuthStateStore;
   memories?: VectorMemoryStore;
 };
 
@@ -27,6 +33,8 @@ export function createStores(database: Database): Stores {
   const stores: Stores = {
     conversations: createConversationRepository(database.db),
     sessions: createSessionRepository(database.db),
+    tokens: createTokenRepository(database.db),
+    oauthStates: createOAuthStateRepository(database.db),
   };
   if (database.hasVector) stores.memories = createMemoryRepository(database.db);
   return stores;

@@ -3,7 +3,8 @@ import type { Kysely } from 'kysely';
 import type { Migration } from 'kysely/migration';
 
 /**
- * The tables every deployment has: conversations and sessions. Names sort in the order
+ * The tables every deployment has: conversations, sessions, and the OAuth tokens and
+ * pending logins (empty while OAuth is not configured). Names sort in the order
  * they run; a new migration gets the next number and existing ones never change.
  */
 export const coreMigrations: Record<string, Migration> = {
@@ -54,6 +55,37 @@ export const coreMigrations: Record<string, Migration> = {
         .columns(['user_id', 'last_active'])
         .execute();
       await db.schema.createIndex('sessions_last_active_idx').ifNotExists().on('sessions').column('last_active').execute();
+    },
+  },
+  '0002_oauth': {
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable('oauth_tokens')
+        .ifNotExists()
+        .addColumn('user_id', 'varchar(255)', (column) => column.notNull())
+        .addColumn('provider', 'varchar(64)', (column) => column.notNull())
+        .addColumn('ciphertext', 'text', (column) => column.notNull())
+        .addColumn('expires_at', 'timestamptz')
+        .addColumn('scope', 'text')
+        .addColumn('created_at', 'timestamptz', (column) => column.notNull().defaultTo(sql`now()`))
+        .addColumn('updated_at', 'timestamptz', (column) => column.notNull().defaultTo(sql`now()`))
+        .addPrimaryKeyConstraint('oauth_tokens_pkey', ['user_id', 'provider'])
+        .execute();
+
+      await db.schema
+        .createTable('oauth_states')
+        .ifNotExists()
+        .addColumn('state', 'varchar(255)', (column) => column.primaryKey())
+        .addColumn('user_id', 'varchar(255)', (column) => column.notNull())
+        .addColumn('provider', 'varchar(64)', (column) => column.notNull())
+        .addColumn('code_verifier', 'text', (column) => column.notNull())
+        .addColumn('nonce', 'text')
+        .addColumn('browser_binding', 'varchar(128)', (column) => column.notNull())
+        .addColumn('expires_at', 'timestamptz', (column) => column.notNull())
+        .addColumn('created_at', 'timestamptz', (column) => column.notNull().defaultTo(sql`now()`))
+        .execute();
+      // Abandoned logins are purged by expiry.
+      await db.schema.createIndex('oauth_states_expires_at_idx').ifNotExists().on('oauth_states').column('expires_at').execute();
     },
   },
 };

@@ -183,6 +183,11 @@ describe('POST /v1/chat/completions', () => {
       await expectError(await postChat(harness, { session_id: long, messages: [{ role: 'user', content: 'x' }] }), 400, 'session_id');
     });
 
+    it('answers 400 to NUL characters, which the database cannot store', async () => {
+      await expectError(await postChat(harness, { messages: [{ role: 'user', content: 'a\u0000b' }] }), 400, 'messages[0].content');
+      await expectError(await postChat(harness, { messages: [{ role: 'user', content: 'x' }] }, { 'X-User-ID': 'a\u0000b' }).catch(() => postChat(harness, { user_id: 'a\u0000b', messages: [{ role: 'user', content: 'x' }] })), 400, 'user_id');
+    });
+
     it('answers 413 to a body over the limit', async () => {
       const huge = 'x'.repeat(1_100_000);
       const error = await expectError(await postChat(harness, { messages: [{ role: 'user', content: huge }] }), 413, null);
