@@ -12,6 +12,10 @@ export function createRequestLogging(logger: Logger): RequestHandler {
     res.locals.requestId = requestId;
     res.set('X-Request-ID', requestId);
     const started = performance.now();
+    if (!logger.isInfoEnabled()) {
+      next();
+      return;
+    }
     res.on('close', () => {
       const durationMs = Math.round((performance.now() - started) * 10) / 10;
       logger.info(`${req.method} ${req.path} ${res.statusCode} ${durationMs}ms`, {

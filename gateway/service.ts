@@ -69,9 +69,10 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
   });
   // Connects every tool server in parallel, each within its time-out; failures retry in the background.
   await tools.start();
+  const llm = createLlmClient({ baseUrl: config.llm.base_url, apiKey: config.llm.api_key, timeoutMs: config.llm.timeout_ms });
   const supervisor = new Supervisor({
     graph,
-    llm: createLlmClient({ baseUrl: config.llm.base_url, apiKey: config.llm.api_key, timeoutMs: config.llm.timeout_ms }),
+    llm,
     conversations: stores.conversations,
     sessions: stores.sessions,
     writer,
@@ -119,6 +120,7 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
       });
       await supervisor.stop();
       await tools.close();
+      await llm.close();
       await writer.flush();
       writer.close();
       stopLogging();

@@ -1,5 +1,6 @@
-import OpenAI from 'openai';
-import type { ChatCompletionCreateParamsBase } from 'openai/resources/chat/completions';
+import type { ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParamsBase } from 'openai/resources/chat/completions';
+import { Pool, errors as undiciErrors } from 'undici';
+import { readSseData } from './sse-reader.js';
 import type { ChatMessage, GenerationParams, ToolCall, ToolDefinition, Usage } from './chat-types.js';
 
 /** What one LLM call returns once it has finished. */
@@ -36,6 +37,8 @@ export type LlmCallOptions = {
 /** The link to the LLM server. */
 export type LlmClient = {
   generate(request: LlmRequest, options?: LlmCallOptions): Promise<LlmReply>;
+  /** Closes the kept-alive connections. */
+  close(): Promise<void>;
 };
 
 /** Settings of the link to the LLM server. */
@@ -47,31 +50,36 @@ export class LlmCallError extends Error {
 }
 
 /**
- * Creates the LLM client on the `openai` SDK: no retries (a retry could run a turn twice),
- * a per-request time-out, and the caller's AbortSignal on every request.
+ * Creates the LLM client: the OpenAI chat-completions protocol, typed with the `openai`
+ * package, over a keep-alive undici pool (the SDK's own request path costs several times
+ * the CPU per call). No retries (a retry could run a turn twice), a per-request time-out,
+ * and the caller's AbortSignal on every request.
  */
 export function createLlmClient(options: LlmClientOptions): LlmClient {
-  const sdk = new OpenAI({
-    baseURL: options.baseUrl,
-    apiKey: options.apiKey,
-    maxRetries: 0,
-    timeout: options.timeoutMs,
-  });
+  const base = new URL(options.baseUrl.replace(/\/+$/, '') + '/');
+  const pool = new Pool(base.origin, { connections: 256, keepAliveTimeout: 30_000 });
+  const path = `${base.pathname}chat/completions`;
+  const headers = { 'content-type': 'application/json', accept: 'application/json', authorization: `Bearer ${options.apiKey}` };
 
   async function generate(request: LlmRequest, callOptions: LlmCallOptions = {}): Promise<LlmReply> {
-    const body = toRequestBody(request);
     const streaming = Boolean(callOptions.onContent || callOptions.onToolCallDelta);
+    const body: ChatCompletionCreateParamsBase = toRequestBody(request);
+    if (streaming) Object.assign(body, { stream: true, stream_options: { include_usage: true } });
+    const timeout = AbortSignal.timeout(options.timeoutMs);
+    const signal = callOptions.signal ? AbortSignal.any([callOptions.signal, timeout]) : timeout;
     try {
-      return streaming
-        ? await generateStreaming(sdk, body, callOptions)
-        : await generateOnce(sdk, body, callOptions.signal);
+      const response = await pool.request({ path, method: 'POST', headers, body: JSON.stringify(body), signal });
+      if (response.statusCode !== 200) {
+        throw new LlmCallError(`${response.statusCode} ${errorMessageOf(await response.body.text().catch(() => ''))}`);
+      }
+      return streaming ? await readStream(response.body, callOptions, signal) : toReply((await response.body.json()) as ChatCompletion);
     } catch (error) {
       if (error instanceof LlmCallError) throw error;
-      throw new LlmCallError(describeFailure(error), { cause: error });
+      throw new LlmCallError(describeFailure(error, callOptions.signal, timeout), { cause: error });
     }
   }
 
-  return { generate };
+  return { generate, close: () => pool.close() };
 }
 
 function toRequestBody(request: LlmRequest): ChatCompletionCreateParamsBase {
@@ -85,9 +93,8 @@ function toRequestBody(request: LlmRequest): ChatCompletionCreateParamsBase {
   return body;
 }
 
-async function generateOnce(sdk: OpenAI, body: ChatCompletionCreateParamsBase, signal?: AbortSignal): Promise<LlmReply> {
-  const completion = await sdk.chat.completions.create({ ...body, stream: false }, { signal });
-  const choice = completion.choices[0];
+function toReply(completion: ChatCompletion): LlmReply {
+  const choice = completion.choices?.[0];
   if (!choice) throw new LlmCallError('the LLM server returned no choices');
   const toolCalls = (choice.message.tool_calls ?? []).filter((call): call is ToolCall => call.type === 'function');
   return {
@@ -98,35 +105,27 @@ async function generateOnce(sdk: OpenAI, body: ChatCompletionCreateParamsBase, s
   };
 }
 
-async function generateStreaming(
-  sdk: OpenAI,
-  body: ChatCompletionCreateParamsBase,
-  options: LlmCallOptions,
-): Promise<LlmReply> {
-  const stream = await sdk.chat.completions.create(
-    { ...body, stream: true, stream_options: { include_usage: true } },
-    { signal: options.signal },
-  );
+async function readStream(body: AsyncIterable<Buffer>, options: LlmCallOptions, signal: AbortSignal): Promise<LlmReply> {
   let content = '';
   let finishReason: string | null = null;
   let usage: Usage | null = null;
   const toolCalls = new ToolCallAssembler();
-  for await (const chunk of stream) {
+  for await (const data of readSseData(body)) {
+    if (data === '[DONE]') break;
+    const chunk = JSON.parse(data) as ChatCompletionChunk & { error?: { message?: string } };
+    if (chunk.error) throw new LlmCallError(chunk.error.message ?? 'the LLM server reported an error mid-stream');
     if (chunk.usage) usage = pickUsage(chunk.usage);
-    const choice = chunk.choices[0];
+    const choice = chunk.choices?.[0];
     if (!choice) continue;
     const piece = choice.delta?.content;
     if (piece) {
       content += piece;
       options.onContent?.(piece);
     }
-    for (const delta of choice.delta?.tool_calls ?? []) {
-      const normalised = toolCalls.add(delta);
-      options.onToolCallDelta?.(normalised);
-    }
+    for (const delta of choice.delta?.tool_calls ?? []) options.onToolCallDelta?.(toolCalls.add(delta));
     if (choice.finish_reason) finishReason = choice.finish_reason;
   }
-  if (options.signal?.aborted) throw new LlmCallError('the request was cancelled');
+  if (signal.aborted) throw signal.reason;
   if (finishReason === null) throw new LlmCallError('the LLM stream ended before the reply was complete');
   return { content, toolCalls: toolCalls.calls(), finishReason, usage };
 }
@@ -160,23 +159,30 @@ function pickUsage(usage: Usage): Usage {
   };
 }
 
-/** A short description of why an LLM call failed, without stack or secrets. */
-function describeFailure(error: unknown): string {
-  if (error instanceof OpenAI.APIError && error.status !== undefined) {
-    return `${error.status} ${extractMessage(error) ?? 'error from the LLM server'}`;
+/** The message of an OpenAI error body, or a short piece of whatever the server sent. */
+function errorMessageOf(text: string): string {
+  try {
+    const parsed = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
+    if (typeof parsed.error === 'string') return parsed.error;
+    if (typeof parsed.error?.message === 'string') return parsed.error.message;
+    if (typeof parsed.message === 'string') return parsed.message;
+  } catch {
+    // not JSON: fall through
   }
-  if (error instanceof OpenAI.APIConnectionTimeoutError) return 'the LLM server did not answer in time';
-  if (error instanceof OpenAI.APIUserAbortError) return 'the request was cancelled';
-  if (error instanceof OpenAI.APIConnectionError) return `cannot reach the LLM server (${causeMessage(error)})`;
+  return text.trim().slice(0, 200) || 'error from the LLM server';
+}
+
+/** A short description of why an LLM call failed, without stack or secrets. */
+function describeFailure(error: unknown, callerSignal: AbortSignal | undefined, timeout: AbortSignal): string {
+  if (callerSignal?.aborted) return 'the request was cancelled';
+  if (timeout.aborted || error instanceof undiciErrors.HeadersTimeoutError || error instanceof undiciErrors.BodyTimeoutError) {
+    return 'the LLM server did not answer in time';
+  }
+  const code = (error as { code?: string; cause?: { code?: string } } | null)?.code ?? (error as { cause?: { code?: string } } | null)?.cause?.code;
+  if (code && /^(ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ETIMEDOUT|UND_ERR_CONNECT_TIMEOUT)$/.test(code)) {
+    return `cannot reach the LLM server (${code})`;
+  }
+  if (code && /^(ECONNRESET|EPIPE|UND_ERR_SOCKET|UND_ERR_CLOSED)$/.test(code)) return `the connection to the LLM server broke (${code})`;
+  if (error instanceof SyntaxError) return 'the LLM server sent a reply that is not valid JSON';
   return error instanceof Error ? error.message : String(error);
-}
-
-function extractMessage(error: InstanceType<typeof OpenAI.APIError>): string | undefined {
-  const body = error.error as { message?: unknown } | undefined;
-  return typeof body?.message === 'string' ? body.message : undefined;
-}
-
-function causeMessage(error: Error): string {
-  const cause = error.cause as { code?: string; message?: string } | undefined;
-  return cause?.code ?? cause?.message ?? 'connection error';
 }

@@ -67,6 +67,11 @@ export interface SessionStore {
   findByHistoryHash(userId: string, historyHash: string): Promise<SessionRecord | undefined>;
   /** Records the snapshot at rest and sets `lastActive` to now. */
   saveProgress(sessionId: string, progress: SessionProgress): Promise<void>;
+  /**
+   * Ends a turn in one round trip and one transaction: stores `records` (in order) and
+   * records the snapshot at rest, as `append` and `saveProgress` would.
+   */
+  completeTurn(sessionId: string, records: NewConversationRecord[], progress: SessionProgress): Promise<void>;
   /** Sessions, most recently active first, optionally of one user; `before` pages by lastActive. */
   list(options: { userId?: string; limit: number; before?: Date }): Promise<SessionRecord[]>;
   /** Marks the session deleted (it can no longer be continued); clears the snapshot. */

@@ -16,7 +16,7 @@ import type { DurableWriter } from './durable-writer.js';
 import type { EventBus } from './event-bus.js';
 import type { LlmClient, ToolCallDelta } from './llm-client.js';
 import type { LongTermMemory } from './long-term-memory.js';
-import type { ConversationStore, SessionRecord, SessionStore } from './ports.js';
+import type { ConversationStore, SessionProgress, SessionRecord, SessionStore } from './ports.js';
 import { buildContext } from './prompt-assembly.js';
 import { isServiceError, ServiceError } from './service-error.js';
 import { SessionLocks } from './session-locks.js';
@@ -92,7 +92,8 @@ export type SupervisorDeps = {
 
 type SessionActor = Actor<SessionMachine>;
 
-type CachedActor = { actor: SessionActor; userId: string; lastUsed: number };
+/** A live session: its actor, and its stored row as this process last wrote it. */
+type CachedActor = { actor: SessionActor; session: SessionRecord; lastUsed: number };
 
 /** What a running turn keeps outside the actor: where its answer goes and what it gathered. */
 type ActiveTurn = {
@@ -222,7 +223,9 @@ export class Supervisor {
     request: TurnRequest,
     conversation: ReturnType<typeof splitConversation> & { forceNew?: boolean },
   ): Promise<TurnPlan | 'fork'> {
-    const session = await this.storage('claim session', () => this.deps.sessions.claim(sessionId, request.userId));
+    // A session whose actor lives here was last written by this process: its row is known.
+    const session =
+      this.cache.get(sessionId)?.session ?? (await this.storage('claim session', () => this.deps.sessions.claim(sessionId, request.userId)));
     if (session.userId !== request.userId) {
       throw new ServiceError('FORBIDDEN', `session ${sessionId} belongs to another user`, { param: 'session_id' });
     }
@@ -298,17 +301,15 @@ export class Supervisor {
       const replyTurns: Turn[] = answered ? [{ role: 'assistant', content: outcome.content }] : [];
       // A turn stopped for a missing account stores nothing more: its tool call never ran.
       const activity = turn.authError ? [] : toolTurns(produced, turn.clientToolCalls);
-      await this.persist(sessionId, 'store assistant turn', [...activity, ...replyTurns], request.userId);
-      const saving = this.deps.writer.write(sessionId, 'save session snapshot', () =>
-        this.deps.sessions.saveProgress(sessionId, {
-          snapshot: restingSnapshot(actor, turn.authError !== null),
-          currentState: String(snapshot.value),
-          transitions: snapshot.context.transitions,
-          // An unanswered turn leaves the hash where it was, so the same request can be sent again.
-          historyHash: answered ? foldHistoryHash(plan.baseHash, [...plan.hashed, ...replyTurns]) : plan.baseHash,
-        }),
-      );
-      await this.waitForWrite(saving);
+      const progress = {
+        snapshot: restingSnapshot(actor, turn.authError !== null),
+        currentState: String(snapshot.value),
+        transitions: snapshot.context.transitions,
+        // An unanswered turn leaves the hash where it was, so the same request can be sent again.
+        historyHash: answered ? foldHistoryHash(plan.baseHash, [...plan.hashed, ...replyTurns]) : plan.baseHash,
+      };
+      await this.persist(sessionId, 'store the reply and the session snapshot', [...activity, ...replyTurns], request.userId, progress);
+      this.remember(sessionId, { ...session, ...progress, lastActive: new Date() });
       if (turn.authError) throw turn.authError;
       if (this.deps.memory && answered && !failure) {
         const exchange = { userId: request.userId, sessionId, user: lastUserText, assistant: outcome.content };
@@ -423,9 +424,15 @@ export class Supervisor {
       ? createActor(this.machine, { snapshot: session.snapshot as Snapshot<unknown>, input })
       : createActor(this.machine, { input });
     this.observe(actor, session.sessionId, userId);
-    this.cache.set(session.sessionId, { actor, userId, lastUsed: Date.now() });
+    this.cache.set(session.sessionId, { actor, session, lastUsed: Date.now() });
     this.evictOverflow();
     return { actor, startsTurn };
+  }
+
+  /** Keeps the row a finished turn wrote beside the cached actor. */
+  private remember(sessionId: string, session: SessionRecord): void {
+    const cached = this.cache.get(sessionId);
+    if (cached) cached.session = session;
   }
 
   private inputFor(sessionId: string) {
@@ -525,23 +532,27 @@ export class Supervisor {
   }
 
   /**
-   * Stores turns through the durable writer. The turn waits for the commit up to
+   * Stores turns (and, at the end of a turn, the session's progress in the same statement)
+   * through the durable writer. The turn waits for the commit up to
    * `writeWaitMs`; past that it goes on answering while the write keeps retrying in order.
    */
-  private async persist(sessionId: string, operation: string, turns: Turn[], userId: string): Promise<void> {
-    if (turns.length === 0) return;
+  private async persist(sessionId: string, operation: string, turns: Turn[], userId: string, progress?: SessionProgress): Promise<void> {
+    if (turns.length === 0 && !progress) return;
     const records = turns.map((turn) => ({ userId, sessionId, role: turn.role, message: turn.content }));
     let attempts = 0;
     const write = this.deps.writer.write(sessionId, operation, async () => {
       attempts += 1;
       // A retry after a lost acknowledgement must not store the turns twice.
-      if (attempts > 1 && (await this.isStoredTail(sessionId, turns))) return;
-      await this.deps.conversations.append(records);
+      const pending = attempts > 1 && turns.length > 0 && (await this.isStoredTail(sessionId, turns)) ? [] : records;
+      if (progress) await this.deps.sessions.completeTurn(sessionId, pending, progress);
+      else if (pending.length > 0) await this.deps.conversations.append(pending);
     });
-    write.then(
-      () => this.deps.events.emit('memory:written', { sessionId, userId, entries: turns.length, kind: 'conversation' }),
-      () => undefined,
-    );
+    if (turns.length > 0) {
+      write.then(
+        () => this.deps.events.emit('memory:written', { sessionId, userId, entries: turns.length, kind: 'conversation' }),
+        () => undefined,
+      );
+    }
     await this.waitForWrite(write);
   }
 

@@ -6,14 +6,16 @@ import { chatBodies } from './bench/chat-body.js';
 import { benchProcesses, freePort, startChild, type RunningChild } from './bench/child-process.js';
 import { addCleanup, runCleanups } from './bench/cleanup.js';
 import { readSelfTime, type SelfTimeReport } from './bench/cpu-profile.js';
-import { waitForQuiet, watchCpu, type CpuUsage } from './bench/cpu-usage.js';
+import { postgresPids, waitForQuiet, watchCpu, type CpuUsage } from './bench/cpu-usage.js';
 import { jsonExchange, runLoad, streamExchange } from './bench/load.js';
 import { BENCH_USAGE, parseBenchOptions, type BenchOptions, type SessionMode, type Target } from './bench/options.js';
 import { checkGoals, describeMachine, renderText, writeReport, type BenchReport, type CellResult } from './bench/report.js';
 import { createScratchDatabase, type ScratchDatabase } from './bench/scratch-database.js';
 
-/** Other processes using more CPU than this (in cores) make a cell noisy. */
+/** Other processes and the hypervisor taking more CPU than this (in cores) make a cell noisy. */
 const QUIET_CORES = 0.2;
+/** The processes whose CPU each cell reports: the bench, the processes under test, the PostgreSQL server. */
+const watched = () => ({ ...benchProcesses(), postgres: postgresPids() });
 const ROOT = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
 
 /** What a run has gathered so far. */
@@ -150,8 +152,8 @@ async function measureCell(
   const exchange = (stream ? streamExchange : jsonExchange)(bodies, (worker) => headers[worker]!);
   const label = `${target}${mode ? ` ${mode}` : ''}${stream ? ' stream' : ''} c=${connections}`;
   if (run.options.quietWaitMs > 0) {
-    const foreign = await waitForQuiet(benchProcesses, QUIET_CORES, run.options.quietWaitMs);
-    if (foreign >= QUIET_CORES) console.error(`  ${label}: other processes still use ${foreign.toFixed(2)} cores; measuring anyway`);
+    const foreign = await waitForQuiet(watched, QUIET_CORES, run.options.quietWaitMs);
+    if (foreign >= QUIET_CORES) console.error(`  ${label}: other processes and steal still take ${foreign.toFixed(2)} cores; measuring anyway`);
   }
   let watch: { stop: () => CpuUsage } | undefined;
   const result = await runLoad({
@@ -161,14 +163,14 @@ async function measureCell(
     durationMs: run.options.durationMs,
     requests: run.options.requests,
     exchange,
-    onMeasureStart: () => (watch = watchCpu(benchProcesses)),
+    onMeasureStart: () => (watch = watchCpu(watched)),
   });
   const cpu = watch!.stop();
-  run.cells.push({ target, mode, stream, connections, result, cpu, flagged: result.errors > 0, noisy: cpu.foreign >= QUIET_CORES });
+  run.cells.push({ target, mode, stream, connections, result, cpu, flagged: result.errors > 0, noisy: cpu.foreign + cpu.steal >= QUIET_CORES });
   const first = result.firstPiece ? ` first p50 ${result.firstPiece.p50.toFixed(2)} ms` : '';
   const cores = Object.entries(cpu.byProcess).map(([name, used]) => `${name} ${used.toFixed(2)}`).join(', ');
   console.error(
-    `  ${label}: ${result.rps.toFixed(0)} req/s, p50 ${result.latency.p50.toFixed(2)} ms, p99 ${result.latency.p99.toFixed(2)} ms${first}, ${result.errors} errors; cores: ${cores}, other ${cpu.foreign.toFixed(2)}`,
+    `  ${label}: ${result.rps.toFixed(0)} req/s, p50 ${result.latency.p50.toFixed(2)} ms, p99 ${result.latency.p99.toFixed(2)} ms${first}, ${result.errors} errors; cores: ${cores}, other ${cpu.foreign.toFixed(2)}, steal ${cpu.steal.toFixed(2)}`,
   );
   return result.windowUs;
 }

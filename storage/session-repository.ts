@@ -1,8 +1,22 @@
 import { sql } from 'kysely';
 import type { Kysely, Selectable } from 'kysely';
-import type { SessionProgress, SessionRecord, SessionStore } from '../runtime/ports.js';
+import type { NewConversationRecord, SessionProgress, SessionRecord, SessionStore } from '../runtime/ports.js';
 import type { DatabaseSchema, SessionsTable } from './database-schema.js';
 import { rowLimit } from './row-limit.js';
+
+function progressValues(progress: SessionProgress) {
+  return {
+    snapshot: progress.snapshot === undefined || progress.snapshot === null ? null : JSON.stringify(progress.snapshot),
+    current_state: progress.currentState,
+    transitions: progress.transitions,
+    history_hash: progress.historyHash,
+    last_active: sql<Date>`now()`,
+  };
+}
+
+function progressUpdate(db: Kysely<DatabaseSchema>, sessionId: string, progress: SessionProgress) {
+  return db.updateTable('sessions').set(progressValues(progress)).where('session_id', '=', sessionId).where('deleted_at', 'is', null);
+}
 
 /** The sessions table behind the runtime's SessionStore port. */
 export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStore {
@@ -42,15 +56,24 @@ export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStor
     async saveProgress(sessionId: string, progress: SessionProgress): Promise<void> {
       // A deleted session keeps its cleared snapshot: the write is dropped, not failed, since
       // the runtime retries failed writes until they succeed.
+      await progressUpdate(db, sessionId, progress).execute();
+    },
+
+    async completeTurn(sessionId: string, records: NewConversationRecord[], progress: SessionProgress): Promise<void> {
+      if (records.length === 0) {
+        await progressUpdate(db, sessionId, progress).execute();
+        return;
+      }
+      // One statement: the rows and the progress commit together, in one round trip.
       await db
+        .with('stored', (cte) =>
+          cte
+            .insertInto('conversations')
+            .values(records.map((record) => ({ user_id: record.userId, session_id: record.sessionId, role: record.role, message: record.message })))
+            .returning('id'),
+        )
         .updateTable('sessions')
-        .set({
-          snapshot: progress.snapshot === undefined || progress.snapshot === null ? null : JSON.stringify(progress.snapshot),
-          current_state: progress.currentState,
-          transitions: progress.transitions,
-          history_hash: progress.historyHash,
-          last_active: sql<Date>`now()`,
-        })
+        .set(progressValues(progress))
         .where('session_id', '=', sessionId)
         .where('deleted_at', 'is', null)
         .execute();

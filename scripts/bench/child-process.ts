@@ -43,9 +43,9 @@ process.on('exit', () => {
 });
 
 /** The pids of the bench (`bench`) and of its running children, by name, for CPU accounting. */
-export function benchProcesses(): Record<string, number> {
-  const pids: Record<string, number> = { bench: process.pid };
-  for (const [child, name] of live) pids[name] = child.pid!;
+export function benchProcesses(): Record<string, number[]> {
+  const pids: Record<string, number[]> = { bench: [process.pid] };
+  for (const [child, name] of live) pids[name] = [child.pid!];
   return pids;
 }
 

@@ -1,72 +1,92 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-/** CPU used during a stretch of time, in cores (1 = one core busy all along): by each watched process, and by everything else. */
-export type CpuUsage = { byProcess: Record<string, number>; foreign: number };
+/**
+ * CPU used during a stretch of time, in cores (1 = one core busy all along): by each watched
+ * process group, by every other process, and taken by the hypervisor (steal).
+ */
+export type CpuUsage = { byProcess: Record<string, number>; foreign: number; steal: number };
 
-/** The processes whose CPU is ours (the bench and its children), by name. */
-export type WatchedProcesses = () => Record<string, number>;
+/** The processes whose CPU is accounted for separately (the bench, its children, the PostgreSQL server), by name. */
+export type WatchedProcesses = () => Record<string, number[]>;
 
 const TICKS_PER_SECOND = 100; // USER_HZ: the unit of /proc/stat and /proc/<pid>/stat on Linux
 
 /** Starts counting CPU time (Linux /proc); `stop` returns the usage since. Elsewhere it reports zeros. */
 export function watchCpu(watched: WatchedProcesses): { stop: () => CpuUsage } {
   const started = performance.now();
-  const machineBefore = machineBusyTicks();
-  const before = processTicks(watched());
+  const machineBefore = machineTicks();
+  const before = processTicks(Object.values(watched()).flat());
   return {
     stop() {
       const seconds = (performance.now() - started) / 1000;
-      const after = processTicks(watched());
+      const cores = (ticks: number) => ticks / TICKS_PER_SECOND / seconds;
+      const groups = watched();
+      const after = processTicks(Object.values(groups).flat());
       const byProcess: Record<string, number> = {};
       let ours = 0;
-      for (const [name, ticks] of Object.entries(after)) {
-        const used = ticks - (before[name] ?? ticks);
+      for (const [name, pids] of Object.entries(groups)) {
+        // A pid born during the stretch (a new PostgreSQL backend) counts from zero.
+        const used = pids.reduce((sum, pid) => sum + (after.has(pid) ? after.get(pid)! - (before.get(pid) ?? 0) : 0), 0);
         ours += used;
-        byProcess[name] = used / TICKS_PER_SECOND / seconds;
+        byProcess[name] = cores(used);
       }
-      const foreign = Math.max(0, machineBusyTicks() - machineBefore - ours) / TICKS_PER_SECOND / seconds;
-      return { byProcess, foreign };
+      const machine = machineTicks();
+      return { byProcess, foreign: cores(Math.max(0, machine.busy - machineBefore.busy - ours)), steal: cores(machine.steal - machineBefore.steal) };
     },
   };
 }
 
 /**
- * Waits until other processes use less than `maxForeign` cores over a `sampleMs` sample, at most
- * `maxWaitMs`; resolves with the last sample's foreign usage.
+ * Waits until other processes and the hypervisor take less than `maxCores` over a `sampleMs`
+ * sample, at most `maxWaitMs`; resolves with the last sample's foreign + steal.
  */
-export async function waitForQuiet(watched: WatchedProcesses, maxForeign: number, maxWaitMs: number, sampleMs = 1_000): Promise<number> {
+export async function waitForQuiet(watched: WatchedProcesses, maxCores: number, maxWaitMs: number, sampleMs = 1_000): Promise<number> {
   const deadline = performance.now() + maxWaitMs;
   for (;;) {
     const watch = watchCpu(watched);
     await sleep(sampleMs);
-    const { foreign } = watch.stop();
-    if (foreign < maxForeign || performance.now() >= deadline) return foreign;
+    const { foreign, steal } = watch.stop();
+    if (foreign + steal < maxCores || performance.now() >= deadline) return foreign + steal;
   }
 }
 
-function machineBusyTicks(): number {
+/** The pids of the PostgreSQL server's processes on this machine (postmaster and backends). */
+export function postgresPids(): number[] {
   try {
-    // cpu  user nice system idle iowait irq softirq steal ...
-    const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/).slice(1, 9).map(Number);
-    const [user, nice, system, , , irq, softirq, steal] = fields as [number, number, number, number, number, number, number, number];
-    return user + nice + system + irq + softirq + steal;
+    return readdirSync('/proc')
+      .filter((entry) => /^\d+$/.test(entry))
+      .filter((pid) => readText(`/proc/${pid}/comm`)?.trim() === 'postgres')
+      .map(Number);
   } catch {
-    return 0;
+    return [];
   }
 }
 
-function processTicks(pids: Record<string, number>): Record<string, number> {
-  const ticks: Record<string, number> = {};
-  for (const [name, pid] of Object.entries(pids)) {
-    try {
-      // The fields after the command name, which may hold spaces and parentheses: utime and stime are the 12th and 13th.
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ticks[name] = Number(fields[11]) + Number(fields[12]);
-    } catch {
-      // Gone, or not Linux.
-    }
+/** Busy ticks of processes (user, nice, system; interrupt time is left out: here it is mostly our loopback traffic) and steal. */
+function machineTicks(): { busy: number; steal: number } {
+  // cpu  user nice system idle iowait irq softirq steal ...
+  const fields = (readText('/proc/stat') ?? '').split('\n', 1)[0]!.trim().split(/\s+/).slice(1, 9).map(Number);
+  const [user = 0, nice = 0, system = 0, , , , , steal = 0] = fields;
+  return { busy: user + nice + system, steal };
+}
+
+function processTicks(pids: number[]): Map<number, number> {
+  const ticks = new Map<number, number>();
+  for (const pid of pids) {
+    const stat = readText(`/proc/${pid}/stat`);
+    if (stat === undefined) continue;
+    // The fields after the command name, which may hold spaces and parentheses: utime and stime are the 12th and 13th.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    ticks.set(pid, Number(fields[11]) + Number(fields[12]));
   }
   return ticks;
+}
+
+function readText(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return undefined;
+  }
 }

@@ -38,7 +38,7 @@ export const BENCH_USAGE = `Usage: npm run bench -- [options]
   --modes LIST           service session modes: session (one per connection), new (one per request); default both
   --no-stream            skip the streaming cells
   --profile              CPU-profile the service; alone it means --targets pglite --modes session --concurrency 32 --no-stream
-  --quiet-wait S         before each cell, wait up to S seconds for other processes to use < 0.2 cores (default 60; 0: don't)
+  --quiet-wait S         before each cell, wait up to S seconds for other processes + steal to take < 0.2 cores (default 60; 0: don't)
   --db-url URL           PostgreSQL server for the pg target (default $BENCH_DB_URL or postgres://postgres@127.0.0.1:5432/test)`;
 
 /** Parses the command line of `npm run bench`. */

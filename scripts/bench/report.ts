@@ -133,13 +133,18 @@ function streamingTable(cells: CellResult[]): Table {
   return { headers, rows };
 }
 
-const CPU_HEADERS = ['cores bench/target/llm', 'other'];
+const CPU_HEADERS = ['cores bench/target/llm/pg', 'other', 'steal', 'target cpu ms/req'];
 
-/** Cores used by the load generator, the process under test (the LLM itself for direct), the LLM, and others. */
+/**
+ * Cores used by the load generator, the process under test (the LLM itself for direct), the LLM,
+ * the PostgreSQL server, others and the hypervisor; and the target's CPU time per request, which
+ * noise from other processes changes much less than req/s.
+ */
 function cpuColumns(cell: CellResult): string[] {
-  const { bench = 0, 'fake LLM': llm = 0, ...rest } = cell.cpu.byProcess;
+  const { bench = 0, 'fake LLM': llm = 0, postgres = 0, ...rest } = cell.cpu.byProcess;
   const target = cell.target === 'direct' ? llm : Object.values(rest).reduce((sum, used) => sum + used, 0);
-  return [[bench, target, llm].map((used) => used.toFixed(2)).join('/'), cell.cpu.foreign.toFixed(2)];
+  const perRequest = cell.result.rps > 0 ? ((1000 * target) / cell.result.rps).toFixed(2) : '-';
+  return [[bench, target, llm, postgres].map((used) => used.toFixed(2)).join('/'), cell.cpu.foreign.toFixed(2), cell.cpu.steal.toFixed(2), perRequest];
 }
 
 const rps = (cell: CellResult) => `${cell.noisy ? '~' : ''}${cell.result.rps.toFixed(0)}`;
@@ -175,7 +180,7 @@ function profileLines(profile: SelfTimeReport): string[] {
 function noisyLine(cells: CellResult[]): string[] {
   const noisy = cells.filter((cell) => cell.noisy);
   if (noisy.length === 0) return [];
-  return [`~ ${noisy.length} cell(s) ran while other processes used >= 0.2 cores ('other' column): their figures are low`];
+  return [`~ ${noisy.length} cell(s) ran while other processes and the hypervisor took >= 0.2 cores ('other' + 'steal'): their figures are low`];
 }
 
 function errorLines(cells: CellResult[]): string[] {
@@ -190,7 +195,7 @@ export function renderText(report: BenchReport): string {
   const parts = [
     `svc-agent bench ${report.date} — ${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}, load ${machine.loadAverage.join(' ')}, commit ${machine.commit}`,
     '',
-    'Non-streaming (latency in ms; vs = req/s ratio at the same connections; +p50 = added over direct)',
+    'Non-streaming (latency in ms; vs = req/s ratio at the same connections; +p50 = added over direct; cores used during the cell)',
     textTable(nonStreamingTable(report.cells)),
   ];
   if (report.cells.some((cell) => cell.stream)) parts.push('', 'Streaming (first = first content piece, total = whole stream; ms)', textTable(streamingTable(report.cells)));

@@ -1,0 +1,29 @@
+import { expect } from 'chai';
+import { readSseData } from '../../runtime/sse-reader.js';
+
+async function collect(parts: string[]): Promise<string[]> {
+  async function* body() {
+    for (const part of parts) yield Buffer.from(part);
+  }
+  const out: string[] = [];
+  for await (const data of readSseData(body())) out.push(data);
+  return out;
+}
+
+describe('readSseData', () => {
+  it('yields each event data when events are split across chunks', async () => {
+    expect(await collect(['data: {"a":', '1}\n\nda', 'ta: [DONE]\n\n'])).to.deep.equal(['{"a":1}', '[DONE]']);
+  });
+
+  it('skips comments and other fields, and joins multi-line data', async () => {
+    expect(await collect([': keep-alive\n\nevent: x\nid: 3\ndata: one\ndata: two\n\n'])).to.deep.equal(['one\ntwo']);
+  });
+
+  it('reads CRLF line ends and data without a space', async () => {
+    expect(await collect(['data:x\r\n\r\ndata: y\r\n\r\n'])).to.deep.equal(['x', 'y']);
+  });
+
+  it('yields a last event that has no blank line after it', async () => {
+    expect(await collect(['data: last'])).to.deep.equal(['last']);
+  });
+});
