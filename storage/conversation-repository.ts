@@ -13,12 +13,7 @@ export function createConversationRepository(db: Kysely<DatabaseSchema>): Conver
       const rows = await db
         .insertInto('conversations')
         .values(
-          records.map((record) => ({
-            user_id: record.userId,
-            session_id: record.sessionId,
-            role: record.role,
-            message: record.message,
-          })),
+          records.map(toConversationRow),
         )
         .returningAll()
         .execute();
@@ -73,4 +68,9 @@ function toRecord(row: Selectable<ConversationsTable>): ConversationRecord {
     message: row.message,
     createdAt: row.created_at,
   };
+}
+
+/** A conversation record as a row to insert. */
+export function toConversationRow(record: NewConversationRecord) {
+  return { user_id: record.userId, session_id: record.sessionId, role: record.role, message: record.message };
 }

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { Kysely, Selectable } from 'kysely';
 import type { NewConversationRecord, SessionProgress, SessionRecord, SessionStore } from '../runtime/ports.js';
+import { toConversationRow } from './conversation-repository.js';
 import type { DatabaseSchema, SessionsTable } from './database-schema.js';
 import { rowLimit } from './row-limit.js';
 
@@ -69,7 +70,7 @@ export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStor
         .with('stored', (cte) =>
           cte
             .insertInto('conversations')
-            .values(records.map((record) => ({ user_id: record.userId, session_id: record.sessionId, role: record.role, message: record.message })))
+            .values(records.map(toConversationRow))
             .returning('id'),
         )
         .updateTable('sessions')

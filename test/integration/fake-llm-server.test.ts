@@ -7,6 +7,7 @@ import { APIConnectionError, APIError, APIUserAbortError, OpenAI } from 'openai'
 import type { ChatCompletionChunk, ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import type { FakeLlm, RecordedRequest } from '../../scripts/fake-llm-server.js';
 import { startFakeLlm } from '../../scripts/fake-llm-server.js';
+import { rejection } from '../support/rejection.js';
 
 const projectRoot = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -14,15 +15,6 @@ function user(content: string): ChatCompletionMessageParam {
   return { role: 'user', content };
 }
 
-/** The error a promise rejects with; fails the test when it resolves. */
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a rejection');
-}
 
 /** The payloads of an SSE body, checking every frame is exactly `data: <payload>`. */
 function ssePayloads(text: string): string[] {

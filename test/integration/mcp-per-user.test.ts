@@ -3,18 +3,10 @@ import { ServiceError } from '../../runtime/service-error.js';
 import { answer, callTool, fakeTokenSource, testRegistry } from '../support/mcp-fixtures.js';
 import { startHttpTestMcpServer, testServerStdioConfig, type HttpTestServer } from '../support/mcp-test-server.js';
 import { isProcessAlive, waitFor } from '../support/wait-for.js';
+import { rejection } from '../support/rejection.js';
 
 type StdioWhoami = { token: string | null; accessToken: string | null; pid: number };
 
-/** The error a promise rejects with; fails the test when it resolves. */
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a rejection');
-}
 
 describe('McpRegistry with a per-user stdio server', () => {
   let tokens: ReturnType<typeof fakeTokenSource>;

@@ -35,6 +35,25 @@ for (const target of databaseTargets()) {
       await sql`update sessions set last_active = ${at} where session_id = ${sessionId}`.execute(database.db);
     }
 
+    it('stores the turn records in order and the progress together when completing a turn', async () => {
+      const sessionId = randomUUID();
+      await store.claim(sessionId, 'user-a');
+      const records = ['tool_call', 'tool', 'assistant'].map((role, index) => ({ userId: 'user-a', sessionId, role, message: `m${index}` }));
+      await store.completeTurn(sessionId, records, progress({ historyHash: 'after-turn', transitions: 5 }));
+      const rows = await database.db.selectFrom('conversations').select(['role', 'message']).where('session_id', '=', sessionId).orderBy('id').execute();
+      expect(rows).to.deep.equal(records.map(({ role, message }) => ({ role, message })));
+      expect(await store.get(sessionId)).to.include({ historyHash: 'after-turn', transitions: 5, currentState: 'ask_user' });
+    });
+
+    it('records only the progress when a turn completes with no records', async () => {
+      const sessionId = randomUUID();
+      await store.claim(sessionId, 'user-a');
+      await store.completeTurn(sessionId, [], progress({ historyHash: 'unchanged-turn' }));
+      expect(await store.get(sessionId)).to.include({ historyHash: 'unchanged-turn' });
+      const count = await database.db.selectFrom('conversations').select((eb) => eb.fn.countAll<string>().as('n')).where('session_id', '=', sessionId).executeTakeFirstOrThrow();
+      expect(Number(count.n)).to.equal(0);
+    });
+
     it('creates a fresh session owned by the user when claiming an unknown id', async () => {
       const sessionId = randomUUID();
       const session = await store.claim(sessionId, 'user-a');

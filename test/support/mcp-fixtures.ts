@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { McpServerConfig } from '../../config/mcp-server-schema.js';
 import { EventBus } from '../../runtime/event-bus.js';
 import { createMcpRegistry, type McpRegistry, type McpRegistryOptions } from '../../runtime/mcp-registry.js';
 import type { AccessTokenSource } from '../../runtime/ports.js';
 import type { ToolCallResult } from '../../runtime/tool-runner.js';
+import { freePort } from '../../scripts/bench/child-process.js';
 
 /** The entry script of `@modelcontextprotocol/server-everything`. */
 export const EVERYTHING_ENTRY = fileURLToPath(
@@ -18,16 +18,8 @@ export function everythingStdioConfig(): McpServerConfig {
   return { transport: 'stdio', command: process.execPath, args: [EVERYTHING_ENTRY, 'stdio'], env: {}, per_user: false };
 }
 
-/** A free TCP port on 127.0.0.1. */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  server.close();
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  return address.port;
-}
+/** A free TCP port on 127.0.0.1 (the benchmark's helper). */
+export { freePort };
 
 /** server-everything over streamable HTTP, started by the test. */
 export type EverythingHttp = { url: string; port: number; child: ChildProcess; stop(): Promise<void> };
