@@ -72,7 +72,18 @@ export type ConfigValues = {
     refresh_margin_ms: number;
     allow_insecure: boolean;
   };
+  auth: { api_keys: string };
+  agents: { export_dir: string };
   mcp_servers: Record<string, unknown>;
+  webhooks: {
+    allow_http: boolean;
+    allow_private_targets: boolean;
+    max_attempts: number;
+    initial_backoff_ms: number;
+    max_backoff_ms: number;
+    timeout_ms: number;
+    poll_ms: number;
+  };
 };
 
 /** The convict schema: every setting, its default and its environment variable. */
@@ -171,10 +182,36 @@ export const configSchema: convict.Schema<ConfigValues> = {
     refresh_margin_ms: { doc: 'Tokens are refreshed this long before they expire, in ms.', format: 'positive-int', default: 60_000, env: 'OAUTH_REFRESH_MARGIN_MS' },
     allow_insecure: { doc: 'Allow an http:// issuer (development and tests only).', format: Boolean, default: false, env: 'OAUTH_ALLOW_INSECURE' },
   },
+  auth: {
+    api_keys: {
+      doc: 'API keys, comma-separated; an entry KEY:user_id binds the key to that user. Empty: local mode (chat, /health and /auth/idp need no key; the agent endpoints are closed).',
+      format: String,
+      default: '',
+      env: 'API_KEYS',
+      sensitive: true,
+    },
+  },
+  agents: {
+    export_dir: { doc: 'Folder DELETE /v1/agents/{id} with export_data writes its export files to.', format: String, default: './exports', env: 'AGENTS_EXPORT_DIR' },
+  },
   mcp_servers: {
     doc: 'Tool servers: mcp_servers.<name> with transport (stdio or http), command, args, env, url, headers, per_user.',
     // `Object` keeps convict from reading the names as schema keys; load-config validates the entries.
     format: Object,
     default: {},
+  },
+  webhooks: {
+    allow_http: { doc: 'Accept http:// webhook URLs (development and tests only).', format: Boolean, default: false, env: 'WEBHOOKS_ALLOW_HTTP' },
+    allow_private_targets: {
+      doc: 'Accept webhook targets on private, loopback or link-local addresses (development and tests only).',
+      format: Boolean,
+      default: false,
+      env: 'WEBHOOKS_ALLOW_PRIVATE_TARGETS',
+    },
+    max_attempts: { doc: 'Attempts of one webhook delivery before it is marked failed.', format: 'positive-int', default: 8, env: 'WEBHOOKS_MAX_ATTEMPTS' },
+    initial_backoff_ms: { doc: 'Wait before the second attempt of a delivery, doubled after each failure, in ms.', format: 'positive-int', default: 1000, env: 'WEBHOOKS_INITIAL_BACKOFF_MS' },
+    max_backoff_ms: { doc: 'Longest wait between two attempts of a delivery, in ms.', format: 'positive-int', default: 300_000, env: 'WEBHOOKS_MAX_BACKOFF_MS' },
+    timeout_ms: { doc: 'Time-out of one delivery attempt, in ms.', format: 'positive-int', default: 10_000, env: 'WEBHOOKS_TIMEOUT_MS' },
+    poll_ms: { doc: 'Interval at which pending deliveries are looked for, in ms.', format: 'positive-int', default: 500, env: 'WEBHOOKS_POLL_MS' },
   },
 };

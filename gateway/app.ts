@@ -2,7 +2,7 @@ import express, { type Express, type Router } from 'express';
 import type { Logger } from 'winston';
 import type { Supervisor } from '../runtime/supervisor.js';
 import type { ToolServerStatus } from '../runtime/tool-runner.js';
-import { createAnnouncedRouter } from './announced-routes.js';
+import type { ApiKeyGuard } from './api-keys.js';
 import { createChatRoute, type ChatRouteDeps } from './chat-route.js';
 import { createErrorHandler, notFoundHandler } from './error-handler.js';
 import { createHealthRoute } from './health-route.js';
@@ -15,6 +15,10 @@ export type AppDeps = {
   logger: Logger;
   /** The /auth/idp routes (OAuth for per-user tool accounts). */
   authRouter: Router;
+  /** The API key middleware (`auth.api_keys`). */
+  apiKeys: ApiKeyGuard;
+  /** The /v1/agents routes (they sit behind `apiKeys.requireKey` themselves). */
+  agentsRouter: Router;
   /** Each configured tool server's status, for /health. */
   toolStatus: () => Record<string, ToolServerStatus>;
   bodyLimit: string;
@@ -23,6 +27,8 @@ export type AppDeps = {
   llm: { baseUrl: string; apiKey: string; healthTimeoutMs: number };
   /** The port the service listens on, read when /health answers. */
   port: () => number;
+  /** The /v1/webhooks routes (subscriptions, delivery log). */
+  webhooksRouter: Router;
 };
 
 /** Builds the Express app: routes, JSON parsing with a size limit, and the one error mapping. */
@@ -31,18 +37,26 @@ export function createApp(deps: AppDeps): Express {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.use(createRequestLogging(deps.logger));
+  // Before the body is read: an unauthenticated request costs no parsing.
+  app.use(deps.apiKeys.authenticate);
   // Any content type is read as JSON: curl without -H still works.
   app.use(express.json({ limit: deps.bodyLimit, type: () => true, strict: false }));
-  app.get('/health', createHealthRoute({
+  app.get(
+    '/health',
+    createHealthRoute({
       llmBaseUrl: deps.llm.baseUrl,
       llmApiKey: deps.llm.apiKey,
       timeoutMs: deps.llm.healthTimeoutMs,
       port: deps.port,
       toolStatus: deps.toolStatus,
-    }),);
+    }),
+  );
   app.post('/v1/chat/completions', createChatRoute({ supervisor: deps.supervisor, defaults: deps.defaults, maxMessages: deps.maxMessages }));
   app.use(createModelsRouter());
-  app.use(createAnnouncedRouter());
+  app.use(deps.agentsRouter);
+  // Subscriptions hold secrets: like the agents, they always need a key.
+  app.use('/v1/webhooks', deps.apiKeys.requireKey);
+  app.use(deps.webhooksRouter);
   app.use(deps.authRouter);
   app.use(notFoundHandler);
   app.use(createErrorHandler(deps.logger));

@@ -17,6 +17,7 @@ import type { OidcConfigurationSource } from '../runtime/oidc-client.js';
 import type { OAuthStateStore } from '../runtime/ports.js';
 import { ServiceError } from '../runtime/service-error.js';
 import type { TokenVault } from '../runtime/token-vault.js';
+import { actingUser } from './api-keys.js';
 import { checkIdentifier, MAX_ID_LENGTH } from './chat-request.js';
 
 /** How the OAuth routes talk to the provider and the browser. */
@@ -71,7 +72,7 @@ export function createAuthRouter(deps: AuthRouterDeps): Router {
   const router = Router();
 
   router.get(`${base}/login`, async (req, res) => {
-    const userId = requireUserId(req);
+    const userId = requireUserId(req, res);
     const config = await oidc();
     const state = randomState();
     const nonce = wantsIdToken ? randomNonce() : null;
@@ -137,12 +138,12 @@ export function createAuthRouter(deps: AuthRouterDeps): Router {
   });
 
   router.get(`${base}/accounts`, async (req, res) => {
-    const userId = requireUserId(req);
+    const userId = requireUserId(req, res);
     res.json({ object: 'list', data: await vault.connected(userId) });
   });
 
   const disconnect = async (req: Request, res: Response) => {
-    const userId = requireUserId(req);
+    const userId = requireUserId(req, res);
     res.json({ object: 'oauth_account', provider: vault.provider, deleted: await vault.disconnect(userId) });
   };
   router.delete(`${base}/accounts`, disconnect);
@@ -165,8 +166,13 @@ export function createAuthDisabledRouter(provider = 'idp'): Router {
   return router;
 }
 
-/** The user as the service identifies users: `X-User-ID`, else body `user_id`, else query `user_id`. */
-function requireUserId(req: Request): string {
+/**
+ * The user as the service identifies users: `X-User-ID`, else body `user_id`, else query
+ * `user_id`. A key bound to a user acts as that user and may not name another.
+ */
+function requireUserId(req: Request, res: Response): string {
+  const bound = boundUser(req, res);
+  if (bound !== undefined) return bound;
   const header = req.get('x-user-id');
   if (header !== undefined) return checkUserId(header, 'X-User-ID');
   const fromBody: unknown = isRecord(req.body) ? req.body.user_id : undefined;
@@ -177,6 +183,18 @@ function requireUserId(req: Request): string {
   const fromQuery = singleQueryValue(req, 'user_id');
   if (fromQuery === undefined) throw new ServiceError('INVALID_REQUEST', 'user_id is required (query parameter user_id or header X-User-ID)', { param: 'user_id' });
   return checkUserId(fromQuery, 'user_id');
+}
+
+/** The bound user of the caller's key, after checking that the request names no other user. */
+function boundUser(req: Request, res: Response): string | undefined {
+  if (res.locals.caller?.userId === undefined) return undefined;
+  const fromBody: unknown = isRecord(req.body) ? req.body.user_id : undefined;
+  const fromQuery = req.query.user_id;
+  return actingUser(res, [
+    { value: req.get('x-user-id'), param: 'X-User-ID' },
+    { value: fromBody === undefined ? undefined : String(fromBody), param: 'user_id' },
+    { value: fromQuery === undefined ? undefined : String(fromQuery), param: 'user_id' },
+  ]);
 }
 
 function checkUserId(value: string, param: string): string {

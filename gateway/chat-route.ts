@@ -1,5 +1,6 @@
 import type { Request, RequestHandler, Response } from 'express';
 import type { Supervisor, TurnRequest } from '../runtime/supervisor.js';
+import { actingUser } from './api-keys.js';
 import { checkIdentifier, parseChatRequest, type ChatRequest } from './chat-request.js';
 import { ChunkFormatter, completionBody, newCompletionId, unixNow } from './completion-format.js';
 import { errorBody, toServiceError } from './error-handler.js';
@@ -16,7 +17,7 @@ export type ChatRouteDeps = {
 export function createChatRoute(deps: ChatRouteDeps): RequestHandler {
   return async (req, res) => {
     const request = parseChatRequest(req.body, { maxMessages: deps.maxMessages });
-    const turn = toTurnRequest(req, request, deps.defaults);
+    const turn = toTurnRequest(req, res, request, deps.defaults);
     const cancel = new AbortController();
     res.on('close', () => {
       if (!res.writableFinished) cancel.abort();
@@ -26,8 +27,13 @@ export function createChatRoute(deps: ChatRouteDeps): RequestHandler {
   };
 }
 
-function toTurnRequest(req: Request, request: ChatRequest, defaults: ChatRouteDeps['defaults']): TurnRequest {
-  const userId = checkIdentifier(req.get('x-user-id') ?? request.user_id ?? defaults.userId, 'user_id');
+/** The turn of a request; a key bound to a user acts as that user and may not name another. */
+function toTurnRequest(req: Request, res: Response, request: ChatRequest, defaults: ChatRouteDeps['defaults']): TurnRequest {
+  const named = actingUser(res, [
+    { value: req.get('x-user-id'), param: 'X-User-ID' },
+    { value: request.user_id ?? undefined, param: 'user_id' },
+  ]);
+  const userId = checkIdentifier(named ?? defaults.userId, 'user_id');
   const sessionHeader = req.get('x-session-id');
   const sessionHint = sessionHeader !== undefined ? checkIdentifier(sessionHeader, 'session_id') : request.session_id;
   return {

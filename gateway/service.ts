@@ -12,7 +12,12 @@ import type { LongTermMemory } from '../runtime/long-term-memory.js';
 import { createVectorMemory } from '../runtime/vector-memory.js';
 import { Supervisor } from '../runtime/supervisor.js';
 import { createDatabase, createStores, migrateToLatest, type Database } from '../storage/index.js';
+import { createAgentsRouter } from './agents-routes.js';
+import { createApiKeyGuard } from './api-keys.js';
 import { createApp } from './app.js';
+import { WebhookDispatcher } from '../runtime/webhook-dispatcher.js';
+import { createWebhookRepository } from '../storage/webhook-repository.js';
+import { createWebhooksRouter } from './webhooks-routes.js';
 import { logRuntimeEvents } from './log-events.js';
 import { createOAuthSetup, type OAuthSetup } from './oauth-setup.js';
 
@@ -32,6 +37,7 @@ export type RunningService = {
 /** The composition root: opens storage, builds the runtime and the app, and listens. */
 export async function startService(config: AppConfig, logger: Logger): Promise<RunningService> {
   const graph = loadGraph(config.state.graph_path);
+  const apiKeys = createApiKeyGuard(config.auth.api_keys);
   const vector = config.memory.use_long_term;
   const database = await createDatabase({
     url: config.database.url,
@@ -90,12 +96,43 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
       heartbeatMs: config.tools.heartbeat_ms,
     },
   });
+  const webhookStore = createWebhookRepository(database.db);
+  const webhookPolicy = { allowHttp: config.webhooks.allow_http, allowPrivateTargets: config.webhooks.allow_private_targets };
+  const webhooks = new WebhookDispatcher({
+    events,
+    store: webhookStore,
+    writer,
+    logger,
+    settings: {
+      ...webhookPolicy,
+      maxAttempts: config.webhooks.max_attempts,
+      initialBackoffMs: config.webhooks.initial_backoff_ms,
+      maxBackoffMs: config.webhooks.max_backoff_ms,
+      timeoutMs: config.webhooks.timeout_ms,
+      pollMs: config.webhooks.poll_ms,
+    },
+  });
   let port = config.app.port;
   const app = createApp({
     supervisor,
     logger,
     toolStatus: () => tools.status(),
     authRouter: oauth.router,
+    apiKeys,
+    agentsRouter: createAgentsRouter({
+      supervisor,
+      sessions: stores.sessions,
+      conversations: stores.conversations,
+      memories: stores.memories,
+      tools,
+      requireKey: apiKeys.requireKey,
+      settings: {
+        model: config.llm.model,
+        shortTermTurns: config.memory.short_term_turns,
+        initialState: graph.initial,
+        exportDir: config.agents.export_dir,
+      },
+    }),
     bodyLimit: config.app.body_limit,
     maxMessages: config.app.max_messages,
     defaults: {
@@ -106,9 +143,12 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
     },
     llm: { baseUrl: config.llm.base_url, apiKey: config.llm.api_key, healthTimeoutMs: config.llm.health_timeout_ms },
     port: () => port,
+    webhooksRouter: createWebhooksRouter({ store: webhookStore, policy: webhookPolicy, onChange: () => webhooks.refresh() }),
   });
   const server = await listen(app, config.app.port, config.app.host);
   port = (server.address() as AddressInfo).port;
+  // Deliveries left pending by an earlier run go out now.
+  await webhooks.start();
   const host = config.app.host === '0.0.0.0' || config.app.host === '::' ? '127.0.0.1' : config.app.host;
 
   let closing: Promise<void> | undefined;
@@ -121,6 +161,9 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
       await supervisor.stop();
       await tools.close();
       await llm.close();
+      await writer.flush();
+      // After the flush every event of the run is in the outbox; what is not sent stays pending.
+      await webhooks.stop();
       await writer.flush();
       writer.close();
       stopLogging();

@@ -196,6 +196,23 @@ export class Supervisor {
     this.registry.trigger.remove({ sessionId });
   }
 
+  /**
+   * Ends a session for good: waits for its running turn (up to `turnWaitMs`) and its queued
+   * writes, evicts its actor, then runs `end` (e.g. export, delete, mark deleted) while the
+   * session stays locked, so no turn runs between the eviction and `end`. The next turn
+   * reads the session row from storage and is refused once it is marked deleted.
+   */
+  async retire<T>(sessionId: string, end: () => Promise<T>): Promise<T> {
+    const release = await this.locks.acquire(sessionId, this.deps.settings.turnWaitMs);
+    try {
+      await this.deps.writer.write(sessionId, 'settle writes before ending the session', async () => undefined);
+      this.evict(sessionId);
+      return await end();
+    } finally {
+      release();
+    }
+  }
+
   /** Stops every actor and the idle sweeper. */
   async stop(): Promise<void> {
     clearInterval(this.sweeper);

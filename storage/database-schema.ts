@@ -63,6 +63,36 @@ export type OAuthStatesTable = {
   created_at: CreatedTimestamp;
 };
 
+/** The `webhook_subscriptions` table: where to send which events, and the HMAC secret. */
+export type WebhookSubscriptionsTable = {
+  id: string;
+  url: string;
+  /** jsonb array of event types (or `*`): written as JSON text, read back parsed. */
+  events: ColumnType<string[], string, string>;
+  secret: string;
+  active: ColumnType<boolean, boolean | undefined, boolean>;
+  created_at: CreatedTimestamp;
+  updated_at: CreatedTimestamp;
+};
+
+/** The `webhook_deliveries` table: the durable outbox, one row per event and subscription. */
+export type WebhookDeliveriesTable = {
+  /** bigint identity: drivers may return it as a string. */
+  id: ColumnType<string | number | bigint, never, never>;
+  delivery_id: string;
+  subscription_id: string;
+  agent_id: string | null;
+  event: string;
+  payload: string;
+  status: ColumnType<string, string | undefined, string>;
+  attempts: ColumnType<number, number | undefined, number>;
+  next_attempt_at: CreatedTimestamp;
+  last_status: number | null;
+  last_error: string | null;
+  created_at: CreatedTimestamp;
+  delivered_at: Date | null;
+};
+
 /** Every table the service's Kysely instance knows. */
 export type DatabaseSchema = {
   conversations: ConversationsTable;
@@ -70,4 +100,6 @@ export type DatabaseSchema = {
   memories: MemoriesTable;
   oauth_tokens: OAuthTokensTable;
   oauth_states: OAuthStatesTable;
+  webhook_subscriptions: WebhookSubscriptionsTable;
+  webhook_deliveries: WebhookDeliveriesTable;
 };

@@ -39,3 +39,6 @@ export function createStores(database: Database): Stores {
   if (database.hasVector) stores.memories = createMemoryRepository(database.db);
   return stores;
 }
+
+export { createWebhookRepository } from './webhook-repository.js';
+export type { NewWebhookDelivery, WebhookDelivery, WebhookDeliveryStatus, WebhookStore, WebhookSubscription } from './webhook-repository.js';

@@ -88,6 +88,54 @@ export const coreMigrations: Record<string, Migration> = {
       await db.schema.createIndex('oauth_states_expires_at_idx').ifNotExists().on('oauth_states').column('expires_at').execute();
     },
   },
+  '0003_webhooks': {
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable('webhook_subscriptions')
+        .ifNotExists()
+        .addColumn('id', 'varchar(64)', (column) => column.primaryKey())
+        .addColumn('url', 'text', (column) => column.notNull())
+        .addColumn('events', 'jsonb', (column) => column.notNull())
+        // Kept in clear: the HMAC needs it at every delivery.
+        .addColumn('secret', 'text', (column) => column.notNull())
+        .addColumn('active', 'boolean', (column) => column.notNull().defaultTo(true))
+        .addColumn('created_at', 'timestamptz', (column) => column.notNull().defaultTo(sql`now()`))
+        .addColumn('updated_at', 'timestamptz', (column) => column.notNull().defaultTo(sql`now()`))
+        .execute();
+
+      // The durable outbox: one row per (event, subscription); payload holds the exact bytes sent.
+      await db.schema
+        .createTable('webhook_deliveries')
+        .ifNotExists()
+        .addColumn('id', 'bigint', (column) => column.generatedByDefaultAsIdentity().primaryKey())
+        .addColumn('delivery_id', 'varchar(64)', (column) => column.notNull().unique())
+        .addColumn('subscription_id', 'varchar(64)', (column) => column.notNull().references('webhook_subscriptions.id').onDelete('cascade'))
+        .addColumn('agent_id', 'varchar(255)')
+        .addColumn('event', 'varchar(64)', (column) => column.notNull())
+        .addColumn('payload', 'text', (column) => column.notNull())
+        .addColumn('status', 'varchar(16)', (column) => column.notNull().defaultTo('pending'))
+        .addColumn('attempts', 'integer', (column) => column.notNull().defaultTo(0))
+        .addColumn('next_attempt_at', 'timestamptz', (column) => column.notNull().defaultTo(sql`now()`))
+        .addColumn('last_status', 'integer')
+        .addColumn('last_error', 'text')
+        .addColumn('created_at', 'timestamptz', (column) => column.notNull().defaultTo(sql`now()`))
+        .addColumn('delivered_at', 'timestamptz')
+        .execute();
+      // The delivery loop looks for due pending rows; the delivery log pages one subscription.
+      await db.schema
+        .createIndex('webhook_deliveries_status_next_attempt_at_idx')
+        .ifNotExists()
+        .on('webhook_deliveries')
+        .columns(['status', 'next_attempt_at'])
+        .execute();
+      await db.schema
+        .createIndex('webhook_deliveries_subscription_id_id_idx')
+        .ifNotExists()
+        .on('webhook_deliveries')
+        .columns(['subscription_id', 'id'])
+        .execute();
+    },
+  },
 };
 
 /**

@@ -5,7 +5,7 @@ import type { MigrateOptions } from '../../storage/index.js';
 import { databaseTargets } from '../support/databases.js';
 import type { TestDatabase } from '../support/databases.js';
 
-const CORE = ['core/0001_conversations_and_sessions', 'core/0002_oauth'];
+const CORE = ['core/0001_conversations_and_sessions', 'core/0002_oauth', 'core/0003_webhooks'];
 const MEMORY = ['memory/0001_memories'];
 
 for (const target of databaseTargets()) {
@@ -28,7 +28,7 @@ for (const target of databaseTargets()) {
 
       expect([...first.applied, ...second.applied].sort()).to.deep.equal([...expected].sort());
       const { rows } = await sql<{ name: string }>`select name from kysely_migration`.execute(database.db);
-      expect(rows.map((row) => row.name)).to.deep.equal(['0001_conversations_and_sessions', '0002_oauth']);
+      expect(rows.map((row) => row.name)).to.deep.equal(['0001_conversations_and_sessions', '0002_oauth', '0003_webhooks']);
     });
 
     it('applies nothing when the schema is already current', async () => {

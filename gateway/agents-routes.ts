@@ -1,0 +1,235 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { Router, type Request, type RequestHandler, type Response } from 'express';
+import type { ConversationRecord, ConversationStore, SessionRecord, SessionStore, VectorMemoryStore } from '../runtime/ports.js';
+import { ServiceError } from '../runtime/service-error.js';
+import type { Supervisor } from '../runtime/supervisor.js';
+import type { ToolRunner } from '../runtime/tool-runner.js';
+import { actingUser, callerOf } from './api-keys.js';
+import { checkIdentifier } from './chat-request.js';
+
+/** The announced agent resource. */
+export type AgentResource = {
+  id: string;
+  object: 'agent';
+  name: string;
+  status: 'active';
+  user_id: string;
+  model: { provider: string; name: string };
+  memory: { total_entries: number; working_memory: number; long_term_memory: number };
+  state: { current: string; transitions: number };
+  tools: string[];
+  created_at: string;
+  last_active: string;
+};
+
+/** The answer of `DELETE /v1/agents/{agent_id}`. */
+export type AgentDeletion = {
+  id: string;
+  object: 'agent.deleted';
+  status: 'deleted';
+  memory_exported: boolean;
+  export_location: string | null;
+  deleted_at: string;
+};
+
+/** What the agent routes are built from. */
+export type AgentsRouterDeps = {
+  supervisor: Supervisor;
+  sessions: SessionStore;
+  conversations: ConversationStore;
+  /** Absent when long-term memory is off. */
+  memories?: VectorMemoryStore;
+  tools: ToolRunner;
+  /** The API key guard every agent route sits behind. */
+  requireKey: RequestHandler;
+  settings: {
+    /** `llm.model`. */
+    model: string;
+    /** `memory.short_term_turns`. */
+    shortTermTurns: number;
+    /** The graph's initial state, reported before a session's first turn ends. */
+    initialState: string;
+    /** `agents.export_dir`. */
+    exportDir: string;
+  };
+};
+
+const DEFAULT_LIMIT = 20;
+const MAX_LIMIT = 100;
+const EXPORT_PAGE = 1000;
+
+/** `GET /v1/agents`, `GET /v1/agents/{agent_id}` and `DELETE /v1/agents/{agent_id}`, always behind an API key. */
+export function createAgentsRouter(deps: AgentsRouterDeps): Router {
+  const router = Router();
+  router.use('/v1/agents', deps.requireKey);
+
+  router.get('/v1/agents', async (req, res) => {
+    const limit = parseLimit(req);
+    const before = parseCursor(req);
+    const named = actingUser(res, [{ value: singleQuery(req, 'user_id'), param: 'user_id' }]);
+    const userId = named === undefined ? undefined : checkIdentifier(named, 'user_id');
+    const rows = await deps.sessions.list({ limit: limit + 1, ...(userId !== undefined ? { userId } : {}), ...(before ? { before } : {}) });
+    const page = rows.slice(0, limit);
+    const hasMore = rows.length > limit;
+    const last = page.at(-1);
+    res.json({
+      object: 'list',
+      data: await Promise.all(page.map((session) => agentResource(deps, session))),
+      has_more: hasMore,
+      next_cursor: hasMore && last ? encodeCursor(last.lastActive) : null,
+    });
+  });
+
+  router.get('/v1/agents/:agent_id', async (req, res) => {
+    const session = await visibleSession(deps, req, res);
+    if (session.deletedAt) throw notFound(session.sessionId);
+    res.json(await agentResource(deps, session));
+  });
+
+  router.delete('/v1/agents/:agent_id', async (req, res) => {
+    const options = parseDeleteBody(req.body);
+    const { sessionId } = await visibleSession(deps, req, res);
+    const deletion = await deps.supervisor.retire(sessionId, async (): Promise<AgentDeletion> => {
+      // Read again under the session's lock: the last turn, or a concurrent DELETE, may have changed it.
+      const session = await deps.sessions.get(sessionId);
+      if (!session) throw notFound(sessionId);
+      // Deleting again is harmless: the first deletion's time, nothing exported or removed.
+      if (session.deletedAt) return deletionBody(sessionId, false, null, session.deletedAt);
+      const exportLocation = options.exportData ? await exportAgent(deps, session) : null;
+      if (!options.preserveMemory) {
+        await deps.conversations.deleteSession(sessionId);
+        await deps.memories?.deleteBySession(sessionId);
+      }
+      await deps.sessions.markDeleted(sessionId);
+      const deleted = await deps.sessions.get(sessionId);
+      return deletionBody(sessionId, exportLocation !== null, exportLocation, deleted?.deletedAt ?? new Date());
+    });
+    res.json(deletion);
+  });
+
+  return router;
+}
+
+/** The session named in the path, when it exists and the caller may see it; otherwise 404. */
+async function visibleSession(deps: AgentsRouterDeps, req: Request, res: Response): Promise<SessionRecord> {
+  const agentId = checkIdentifier(String(req.params.agent_id), 'agent_id');
+  const session = await deps.sessions.get(agentId);
+  const bound = callerOf(res)?.userId;
+  // Another user's agent is reported as unknown: a bound key does not learn it exists.
+  if (!session || (bound !== undefined && session.userId !== bound)) throw notFound(agentId);
+  return session;
+}
+
+async function agentResource(deps: AgentsRouterDeps, session: SessionRecord): Promise<AgentResource> {
+  const live = deps.supervisor.registry.getSnapshot().context.sessions.get(session.sessionId);
+  const [total, longTerm] = await Promise.all([
+    deps.conversations.count(session.sessionId),
+    deps.memories ? deps.memories.countBySession(session.sessionId) : Promise.resolve(0),
+  ]);
+  const lastActive = Math.max(session.lastActive.getTime(), live?.lastActive ?? 0);
+  return {
+    id: session.sessionId,
+    object: 'agent',
+    name: `agent-${session.sessionId.slice(0, 8)}`,
+    status: 'active',
+    user_id: session.userId,
+    model: { provider: 'openai-compatible', name: deps.settings.model },
+    memory: { total_entries: total, working_memory: Math.min(total, deps.settings.shortTermTurns), long_term_memory: longTerm },
+    state: {
+      current: live?.state ?? session.currentState ?? deps.settings.initialState,
+      transitions: Math.max(live?.transitions ?? 0, session.transitions),
+    },
+    tools: deps.tools.definitions().flatMap((tool) => (tool.type === 'function' ? [tool.function.name] : [])),
+    created_at: session.createdAt.toISOString(),
+    last_active: new Date(lastActive).toISOString(),
+  };
+}
+
+/** Writes the complete export of a session; returns its absolute path. */
+async function exportAgent(deps: AgentsRouterDeps, session: SessionRecord): Promise<string> {
+  const transcript: ConversationRecord[] = [];
+  for (let afterId: number | undefined; ; ) {
+    const page = await deps.conversations.page(session.sessionId, { limit: EXPORT_PAGE, ...(afterId !== undefined ? { afterId } : {}) });
+    transcript.push(...page);
+    if (page.length < EXPORT_PAGE) break;
+    afterId = page.at(-1)!.id;
+  }
+  const memories = deps.memories ? await deps.memories.listBySession(session.sessionId) : [];
+  const exportedAt = new Date();
+  const body = {
+    object: 'agent.export',
+    exported_at: exportedAt.toISOString(),
+    agent: {
+      id: session.sessionId,
+      user_id: session.userId,
+      created_at: session.createdAt.toISOString(),
+      last_active: session.lastActive.toISOString(),
+      state: { current: session.currentState ?? deps.settings.initialState, transitions: session.transitions },
+      history_hash: session.historyHash,
+      snapshot: session.snapshot,
+    },
+    transcript: transcript.map((record) => ({ id: record.id, role: record.role, content: record.message, created_at: record.createdAt.toISOString() })),
+    long_term_memories: memories.map((entry) => ({ id: entry.id, content: entry.content, created_at: entry.createdAt.toISOString() })),
+  };
+  const folder = resolve(deps.settings.exportDir);
+  await mkdir(folder, { recursive: true });
+  // The id is encoded so that it can never leave the folder or name a hidden file.
+  const stamp = exportedAt.toISOString().replace(/[:.]/g, '-');
+  const file = join(folder, `${encodeURIComponent(session.sessionId).replace(/^\./, '%2E')}-${stamp}.json`);
+  await writeFile(file, `${JSON.stringify(body, null, 2)}\n`, { encoding: 'utf8', flag: 'wx', mode: 0o600 });
+  return file;
+}
+
+function deletionBody(id: string, exported: boolean, location: string | null, deletedAt: Date): AgentDeletion {
+  return { id, object: 'agent.deleted', status: 'deleted', memory_exported: exported, export_location: location, deleted_at: deletedAt.toISOString() };
+}
+
+function parseDeleteBody(body: unknown): { preserveMemory: boolean; exportData: boolean } {
+  if (body === undefined || body === null) return { preserveMemory: false, exportData: false };
+  if (typeof body !== 'object' || Array.isArray(body)) throw new ServiceError('INVALID_REQUEST', 'The body must be a JSON object.');
+  const record = body as Record<string, unknown>;
+  const flag = (name: string): boolean => {
+    const value = record[name];
+    if (value === undefined || value === null) return false;
+    if (typeof value !== 'boolean') throw new ServiceError('INVALID_REQUEST', `${name} must be a boolean`, { param: name });
+    return value;
+  };
+  return { preserveMemory: flag('preserve_memory'), exportData: flag('export_data') };
+}
+
+function parseLimit(req: Request): number {
+  const raw = singleQuery(req, 'limit');
+  if (raw === undefined) return DEFAULT_LIMIT;
+  const limit = Number(raw);
+  if (!/^\d+$/.test(raw) || limit < 1 || limit > MAX_LIMIT) {
+    throw new ServiceError('INVALID_REQUEST', `limit must be a whole number from 1 to ${MAX_LIMIT}`, { param: 'limit' });
+  }
+  return limit;
+}
+
+/** The `after` cursor: the last listed agent's last activity (ms since the epoch), base64url. */
+function parseCursor(req: Request): Date | undefined {
+  const raw = singleQuery(req, 'after');
+  if (raw === undefined) return undefined;
+  const ms = Number(Buffer.from(raw, 'base64url').toString('utf8'));
+  if (!/^[\w-]+$/.test(raw) || !Number.isSafeInteger(ms) || ms < 0) {
+    throw new ServiceError('INVALID_REQUEST', 'after must be a next_cursor value from an earlier page', { param: 'after' });
+  }
+  return new Date(ms);
+}
+
+function encodeCursor(lastActive: Date): string {
+  return Buffer.from(String(lastActive.getTime()), 'utf8').toString('base64url');
+}
+
+function singleQuery(req: Request, name: string): string | undefined {
+  const value = req.query[name];
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') throw new ServiceError('INVALID_REQUEST', `${name} must be given once, as a string`, { param: name });
+  return value;
+}
+
+function notFound(agentId: string): ServiceError {
+  return new ServiceError('NOT_FOUND', `No agent found with id '${agentId}'.`, { param: 'agent_id' });
+}

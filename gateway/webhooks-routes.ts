@@ -1,0 +1,152 @@
+import { randomBytes } from 'node:crypto';
+import { Router } from 'express';
+import { ServiceError } from '../runtime/service-error.js';
+import { WEBHOOK_EVENT_TYPES } from '../runtime/webhook-signature.js';
+import { checkTargetUrl, resolveTarget, WebhookTargetError, type TargetPolicy } from '../runtime/webhook-targets.js';
+import type { WebhookDelivery, WebhookStore, WebhookSubscription } from '../storage/webhook-repository.js';
+
+/** What the webhook routes are built from. */
+export type WebhooksRouterDeps = {
+  store: WebhookStore;
+  policy: TargetPolicy;
+  /** Told after every change so the dispatcher sees the new subscriptions at once. */
+  onChange: () => Promise<void>;
+};
+
+/** Shortest accepted secret. */
+const MIN_SECRET = 16;
+
+/** `/v1/webhooks`: subscriptions (create, list, read, activate/deactivate, delete), the delivery log and redelivery. */
+export function createWebhooksRouter(deps: WebhooksRouterDeps): Router {
+  const router = Router();
+
+  router.post('/v1/webhooks', async (req, res) => {
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    if (typeof body !== 'object' || Array.isArray(body)) throw invalid('The body must be a JSON object.', null);
+    const url = await checkUrl(body.url, deps.policy);
+    const events = checkEvents(body.events);
+    if (typeof body.secret !== 'string' || body.secret.length < MIN_SECRET || body.secret.length > 512) {
+      throw invalid(`secret must be a string of ${MIN_SECRET} to 512 characters.`, 'secret');
+    }
+    if (body.active !== undefined && typeof body.active !== 'boolean') throw invalid('active must be a boolean.', 'active');
+    const subscription = await deps.store.createSubscription({
+      id: `wh_${randomBytes(12).toString('hex')}`,
+      url,
+      events,
+      secret: body.secret,
+      active: body.active ?? true,
+    });
+    await deps.onChange();
+    res.status(201).json(subscriptionObject(subscription));
+  });
+
+  router.get('/v1/webhooks', async (_req, res) => {
+    const subscriptions = await deps.store.listSubscriptions();
+    res.json({ object: 'list', data: subscriptions.map(subscriptionObject) });
+  });
+
+  router.get('/v1/webhooks/:id', async (req, res) => {
+    res.json(subscriptionObject(await found(deps.store, req.params.id)));
+  });
+
+  router.patch('/v1/webhooks/:id', async (req, res) => {
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    if (typeof body.active !== 'boolean') throw invalid('active must be a boolean.', 'active');
+    const subscription = await deps.store.setActive(req.params.id, body.active);
+    if (!subscription) throw notFound(req.params.id);
+    await deps.onChange();
+    res.json(subscriptionObject(subscription));
+  });
+
+  router.delete('/v1/webhooks/:id', async (req, res) => {
+    if (!(await deps.store.deleteSubscription(req.params.id))) throw notFound(req.params.id);
+    await deps.onChange();
+    res.json({ id: req.params.id, object: 'webhook.deleted', deleted: true });
+  });
+
+  router.get('/v1/webhooks/:id/deliveries', async (req, res) => {
+    await found(deps.store, req.params.id);
+    const limit = req.query.limit === undefined ? 20 : Number(req.query.limit);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw invalid('limit must be an integer from 1 to 100.', 'limit');
+    const after = typeof req.query.after === 'string' && req.query.after !== '' ? req.query.after : undefined;
+    const rows = await deps.store.listDeliveries(req.params.id, { limit: limit + 1, after });
+    const page = rows.slice(0, limit).map(deliveryObject);
+    res.json({ object: 'list', data: page, first_id: page[0]?.id ?? null, last_id: page.at(-1)?.id ?? null, has_more: rows.length > limit });
+  });
+
+  router.post('/v1/webhooks/:id/deliveries/:deliveryId/redeliver', async (req, res) => {
+    await found(deps.store, req.params.id);
+    const delivery = await deps.store.requeue(req.params.id, req.params.deliveryId);
+    if (!delivery) throw new ServiceError('NOT_FOUND', `No delivery found with id '${req.params.deliveryId}'.`, { param: 'delivery_id' });
+    res.status(202).json(deliveryObject(delivery));
+  });
+
+  return router;
+}
+
+/** A subscription as the API shows it: never the secret. */
+function subscriptionObject(subscription: WebhookSubscription) {
+  return {
+    id: subscription.id,
+    object: 'webhook',
+    url: subscription.url,
+    events: subscription.events,
+    active: subscription.active,
+    created_at: Math.floor(subscription.createdAt.getTime() / 1000),
+  };
+}
+
+/** A delivery log entry (the payload is the exact body sent). */
+function deliveryObject(delivery: WebhookDelivery) {
+  return {
+    id: delivery.deliveryId,
+    object: 'webhook.delivery',
+    webhook_id: delivery.subscriptionId,
+    event: delivery.event,
+    agent_id: delivery.agentId,
+    status: delivery.status,
+    attempts: delivery.attempts,
+    last_status: delivery.lastStatus,
+    last_error: delivery.lastError,
+    next_attempt_at: delivery.status === 'pending' ? Math.floor(delivery.nextAttemptAt.getTime() / 1000) : null,
+    created_at: Math.floor(delivery.createdAt.getTime() / 1000),
+    delivered_at: delivery.deliveredAt ? Math.floor(delivery.deliveredAt.getTime() / 1000) : null,
+    payload: delivery.payload,
+  };
+}
+
+async function checkUrl(value: unknown, policy: TargetPolicy): Promise<string> {
+  if (typeof value !== 'string' || value.length > 2048) throw invalid('url must be a string of at most 2048 characters.', 'url');
+  try {
+    const url = checkTargetUrl(value, policy);
+    await resolveTarget(url, policy);
+    return url.toString();
+  } catch (error) {
+    if (error instanceof WebhookTargetError) throw invalid(error.message, 'url');
+    throw error;
+  }
+}
+
+function checkEvents(value: unknown): string[] {
+  if (!Array.isArray(value) || value.length === 0 || !value.every((entry) => typeof entry === 'string')) {
+    throw invalid(`events must be a non-empty array of event types (${WEBHOOK_EVENT_TYPES.join(', ')}) or ["*"].`, 'events');
+  }
+  const known = new Set<string>([...WEBHOOK_EVENT_TYPES, '*']);
+  const unknown = value.find((entry) => !known.has(entry));
+  if (unknown !== undefined) throw invalid(`Unknown event type '${unknown}'; known: ${WEBHOOK_EVENT_TYPES.join(', ')}, or "*".`, 'events');
+  return [...new Set(value as string[])];
+}
+
+async function found(store: WebhookStore, id: string): Promise<WebhookSubscription> {
+  const subscription = await store.getSubscription(id);
+  if (!subscription) throw notFound(id);
+  return subscription;
+}
+
+function notFound(id: string): ServiceError {
+  return new ServiceError('NOT_FOUND', `No webhook found with id '${id}'.`, { param: 'id' });
+}
+
+function invalid(message: string, param: string | null): ServiceError {
+  return new ServiceError('INVALID_REQUEST', message, { param });
+}

@@ -1,0 +1,180 @@
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'winston';
+import type { NewWebhookDelivery, WebhookDelivery, WebhookStore, WebhookSubscription } from '../storage/webhook-repository.js';
+import type { DurableWriter } from './durable-writer.js';
+import type { EventBus } from './event-bus.js';
+import { sendWebhook } from './webhook-sender.js';
+import { signedPayloadText, type UnsignedWebhookPayload, type WebhookEventType } from './webhook-signature.js';
+
+/** Retry, time-out and target settings of the dispatcher (config `webhooks.*`). */
+export type WebhookSettings = {
+  allowHttp: boolean;
+  allowPrivateTargets: boolean;
+  maxAttempts: number;
+  initialBackoffMs: number;
+  maxBackoffMs: number;
+  timeoutMs: number;
+  pollMs: number;
+};
+
+/** What the dispatcher is built from. */
+export type WebhookDispatcherDeps = { events: EventBus; store: WebhookStore; writer: DurableWriter; logger: Logger; settings: WebhookSettings };
+
+/** The runtime event turned into a webhook event (before it is signed per subscription). */
+type MappedEvent = { event: WebhookEventType; agentId: string | null; data: Record<string, unknown> };
+
+/** The DurableWriter key of outbox writes (one key: enqueue order is event order). */
+const WRITER_KEY = 'webhooks';
+/** Operations whose failures are not themselves reported (a database outage would feed itself). */
+const OPERATION_PREFIX = 'webhooks:';
+/** Active subscriptions are re-read this often even without changes through this service. */
+const REFRESH_MS = 5000;
+/** Deliveries attempted per round of the delivery loop. */
+const BATCH = 50;
+
+/** A new delivery id: `dlv_` and 24 hex digits. */
+export function newDeliveryId(): string {
+  return `dlv_${randomBytes(12).toString('hex')}`;
+}
+
+/** The wait before attempt `attempts + 1`: initial × 2^(attempts − 1), at most the maximum. */
+export function backoffMs(attempts: number, settings: Pick<WebhookSettings, 'initialBackoffMs' | 'maxBackoffMs'>): number {
+  return Math.min(settings.initialBackoffMs * 2 ** Math.max(0, attempts - 1), settings.maxBackoffMs);
+}
+
+/**
+ * Turns runtime events into signed deliveries in the durable outbox (without waiting on the
+ * database in the event path) and runs the delivery loop: in order per subscription and
+ * agent, with exponential back-off, then `failed` after max attempts.
+ */
+export class WebhookDispatcher {
+  private subscriptions: WebhookSubscription[] = [];
+  private readonly unsubscribe: Array<() => void> = [];
+  private timer: NodeJS.Timeout | undefined;
+  private round: Promise<void> | undefined;
+  private lastRefresh = 0;
+  private stopped = true;
+  private readonly aborter = new AbortController();
+
+  constructor(private readonly deps: WebhookDispatcherDeps) {}
+
+  /** Loads the active subscriptions, listens to the event bus, and starts the delivery loop. */
+  async start(): Promise<void> {
+    // A database hiccup here only delays the subscriptions: the loop re-reads them.
+    await this.refresh().catch((error: unknown) => this.deps.logger.warn(`webhook subscriptions not loaded: ${(error as Error).message}`));
+    this.stopped = false;
+    const { events } = this.deps;
+    this.unsubscribe.push(
+      events.on('session:created', (e) => this.publish({ event: 'agent.created', agentId: e.sessionId, data: { user_id: e.userId } })),
+      events.on('session:state_changed', (e) =>
+        this.publish({
+          event: 'agent.state_changed',
+          agentId: e.sessionId,
+          data: { previous_state: e.from, current_state: e.to, transition_reason: e.reason },
+        }),
+      ),
+      events.on('tool:call', (e) => {
+        this.publish({
+          event: 'tool.executed',
+          agentId: e.sessionId,
+          data: { tool: e.tool, server: e.server, duration_ms: Math.round(e.durationMs), outcome: e.outcome },
+        });
+        if (e.outcome === 'error') {
+          this.publish({ event: 'error.occurred', agentId: e.sessionId, data: { source: 'tool', message: `The tool ${e.tool} failed.`, tool: e.tool } });
+        }
+      }),
+      events.on('memory:written', (e) => {
+        if (e.kind === 'long_term') this.publish({ event: 'memory.consolidated', agentId: e.sessionId, data: { entries: e.entries } });
+      }),
+      events.on('llm:error', (e) => this.publish({ event: 'error.occurred', agentId: e.sessionId, data: { source: 'llm', message: e.message } })),
+      events.on('storage:error', (e) => {
+        // The first failure and the final one of an operation; never our own writes.
+        if (e.operation.startsWith(OPERATION_PREFIX) || (e.attempt > 1 && e.willRetry)) return;
+        this.publish({ event: 'error.occurred', agentId: null, data: { source: 'storage', message: e.error.message, operation: e.operation } });
+      }),
+    );
+    this.schedule(0);
+  }
+
+  /** Re-reads the active subscriptions (after a change through the API). */
+  async refresh(): Promise<void> {
+    this.subscriptions = await this.deps.store.activeSubscriptions();
+    this.lastRefresh = Date.now();
+  }
+
+  /** Stops listening and the loop; waits for the round in flight (an aborted attempt stays pending). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const off of this.unsubscribe.splice(0)) off();
+    clearTimeout(this.timer);
+    this.aborter.abort();
+    await this.round;
+  }
+
+  /** Signs the event for each listening subscription and queues the outbox insert; never awaits. */
+  private publish(mapped: MappedEvent): void {
+    const listening = this.subscriptions.filter((subscription) => subscription.events.includes(mapped.event) || subscription.events.includes('*'));
+    if (listening.length === 0) return;
+    const payload: UnsignedWebhookPayload = { event: mapped.event, timestamp: new Date().toISOString(), agent_id: mapped.agentId, data: mapped.data };
+    const rows: NewWebhookDelivery[] = listening.map((subscription) => ({
+      deliveryId: newDeliveryId(),
+      subscriptionId: subscription.id,
+      agentId: mapped.agentId,
+      event: mapped.event,
+      payload: signedPayloadText(subscription.secret, payload),
+    }));
+    this.deps.writer.write(WRITER_KEY, `${OPERATION_PREFIX} enqueue ${mapped.event}`, () => this.deps.store.enqueue(rows)).catch((error: unknown) => {
+      // A subscription deleted meanwhile (foreign key) or the writer closed: the event is dropped.
+      this.deps.logger.warn(`webhook event ${mapped.event} not queued: ${(error as Error).message}`);
+    });
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.round = this.runRound().then((busy) => this.schedule(busy ? 0 : this.deps.settings.pollMs));
+    }, delayMs);
+  }
+
+  /** One round: the due head of every (subscription, agent), sent in parallel. True when something was sent. */
+  private async runRound(): Promise<boolean> {
+    try {
+      if (Date.now() - this.lastRefresh > REFRESH_MS) await this.refresh();
+      const due = await this.deps.store.dueHeads(new Date(), BATCH);
+      if (due.length === 0 || this.stopped) return false;
+      const secrets = new Map(this.subscriptions.map((subscription) => [subscription.id, subscription]));
+      await Promise.all(due.map((delivery) => this.attempt(delivery, secrets.get(delivery.subscriptionId))));
+      return true;
+    } catch (error) {
+      this.deps.logger.warn(`webhook delivery round failed: ${(error as Error).message}`);
+      return false;
+    }
+  }
+
+  private async attempt(delivery: WebhookDelivery, cached: WebhookSubscription | undefined): Promise<void> {
+    const subscription = cached ?? (await this.deps.store.getSubscription(delivery.subscriptionId));
+    if (!subscription) return;
+    const { settings } = this.deps;
+    const body = JSON.parse(delivery.payload) as { timestamp: string };
+    const result = await sendWebhook(
+      { url: subscription.url, secret: subscription.secret, deliveryId: delivery.deliveryId, event: delivery.event, timestamp: body.timestamp, body: delivery.payload },
+      { allowHttp: settings.allowHttp, allowPrivateTargets: settings.allowPrivateTargets, timeoutMs: settings.timeoutMs, signal: this.aborter.signal },
+    );
+    if (this.aborter.signal.aborted && !result.ok) return; // shutting down: left pending, sent again after restart
+    const now = new Date();
+    if (result.ok) {
+      await this.deps.store.markDelivered(delivery.seq, result.status!, now);
+      return;
+    }
+    const attempts = delivery.attempts + 1;
+    const failed = attempts >= settings.maxAttempts;
+    await this.deps.store.markFailedAttempt(delivery.seq, {
+      attempts,
+      failed,
+      nextAttemptAt: new Date(now.getTime() + backoffMs(attempts, settings)),
+      lastStatus: result.status,
+      lastError: result.error ?? 'failed',
+    });
+    if (failed) this.deps.logger.warn(`webhook delivery ${delivery.deliveryId} failed after ${attempts} attempts: ${result.error}`);
+  }
+}

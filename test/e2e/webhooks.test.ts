@@ -1,0 +1,306 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { expect } from 'chai';
+import { EVERYTHING_ENTRY } from '../support/mcp-fixtures.js';
+import { startTestService, type TestService } from '../support/service-harness.js';
+import { waitFor } from '../support/wait-for.js';
+
+/** The operator's key: the webhook endpoints always need one. */
+const API_KEY = 'sk-webhook-operator';
+
+const SECRET = 'whsec_0123456789abcdef-test';
+const SUM_REQUEST = 'Add them up [[tool:everything__get-sum {"a":2,"b":3}]]';
+
+/** One request the receiver got. */
+type Received = { id: string; event: string; timestamp: string; headers: IncomingHttpHeaders; raw: string; payload: Record<string, unknown>; answered: number };
+
+/** Independent verification (what a receiver does): HMAC-SHA256, hex, `sha256=`, constant time. */
+function hmac(secret: string, text: string): string {
+  return `sha256=${createHmac('sha256', secret).update(text, 'utf8').digest('hex')}`;
+}
+function sameSignature(expected: string, given: unknown): boolean {
+  if (typeof given !== 'string') return false;
+  const a = Buffer.from(expected);
+  const b = Buffer.from(given);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/** A real HTTP receiver on 127.0.0.1 that checks every signature and can fail on purpose. */
+class Receiver {
+  readonly received: Received[] = [];
+  readonly badSignatures: string[] = [];
+  failNext = 0;
+  private server: Server | undefined;
+  port = 0;
+
+  async start(port = 0): Promise<void> {
+    this.server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        const raw = Buffer.concat(chunks).toString('utf8');
+        const payload = JSON.parse(raw) as Record<string, unknown>;
+        // The documented canonical bytes: {event, timestamp, agent_id, data} as JSON, no signature.
+        const canonical = JSON.stringify({ event: payload.event, timestamp: payload.timestamp, agent_id: payload.agent_id, data: payload.data });
+        if (!sameSignature(hmac(SECRET, canonical), payload.signature)) this.badSignatures.push(`payload ${raw}`);
+        if (!sameSignature(hmac(SECRET, raw), req.headers['x-webhook-signature-256'])) this.badSignatures.push(`header ${raw}`);
+        if (req.headers['x-webhook-timestamp'] !== payload.timestamp) this.badSignatures.push(`timestamp ${raw}`);
+        if (req.headers['x-webhook-event'] !== payload.event) this.badSignatures.push(`event ${raw}`);
+        const answered = this.failNext > 0 ? 500 : 204;
+        if (this.failNext > 0) this.failNext -= 1;
+        this.received.push({
+          id: String(req.headers['x-webhook-id']),
+          event: String(payload.event),
+          timestamp: String(payload.timestamp),
+          headers: req.headers,
+          raw,
+          payload,
+          answered,
+        });
+        res.statusCode = answered;
+        res.end();
+      });
+    });
+    await new Promise<void>((resolve, reject) => {
+      this.server!.once('error', reject);
+      this.server!.listen(port, '127.0.0.1', () => resolve());
+    });
+    this.port = (this.server.address() as AddressInfo).port;
+  }
+
+  /** The deliveries acknowledged with a 2xx, in arrival order. */
+  get acknowledged(): Received[] {
+    return this.received.filter((entry) => entry.answered < 300);
+  }
+
+  async stop(): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
+    if (!server) return;
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+}
+
+async function api(harness: TestService, method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
+  const response = await fetch(`${harness.baseURL}${path}`, {
+    method,
+    headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${API_KEY}` },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  return { status: response.status, json: text ? JSON.parse(text) : undefined };
+}
+
+async function chat(harness: TestService, sessionId: string, content: string): Promise<void> {
+  const response = await fetch(`${harness.baseURL}/chat/completions`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', 'X-Session-ID': sessionId, Authorization: `Bearer ${API_KEY}` },
+    body: JSON.stringify({ messages: [{ role: 'user', content }] }),
+  });
+  expect(response.status).to.equal(200);
+  await response.json();
+}
+
+async function deliveries(harness: TestService, webhookId: string): Promise<any[]> {
+  const { json } = await api(harness, 'GET', `/webhooks/${webhookId}/deliveries?limit=100`);
+  return json.data as any[];
+}
+
+describe('Webhooks', function () {
+  this.timeout(90_000);
+
+  describe('validation (default policy: https only, no private targets)', () => {
+    let harness: TestService;
+    before(async () => {
+      harness = await startTestService({ env: { API_KEYS: API_KEY } });
+    });
+    after(async () => {
+      await harness?.close();
+    });
+
+    it('answers 401 without an API key, and with a wrong one', async () => {
+      for (const headers of [{}, { Authorization: 'Bearer sk-wrong' }] as Array<Record<string, string>>) {
+        const response = await fetch(`${harness.baseURL}/webhooks`, { headers });
+        expect(response.status).to.equal(401);
+        expect(((await response.json()) as { error: { type: string } }).error.type).to.equal('authentication_error');
+      }
+    });
+
+    it('refuses http URLs without webhooks.allow_http', async () => {
+      const { status, json } = await api(harness, 'POST', '/webhooks', { url: 'http://93.184.215.14/hook', events: ['*'], secret: SECRET });
+      expect(status).to.equal(400);
+      expect(json.error.param).to.equal('url');
+      expect(json.error.type).to.equal('invalid_request_error');
+    });
+
+    it('refuses private, loopback and link-local targets without webhooks.allow_private_targets', async () => {
+      for (const url of ['https://127.0.0.1/hook', 'https://10.1.2.3/hook', 'https://169.254.169.254/latest', 'https://[::1]/hook', 'https://localhost/hook']) {
+        const { status, json } = await api(harness, 'POST', '/webhooks', { url, events: ['*'], secret: SECRET });
+        expect(status, url).to.equal(400);
+        expect(json.error.param, url).to.equal('url');
+      }
+    });
+
+    it('refuses unknown event types, empty events and short secrets', async () => {
+      const unknown = await api(harness, 'POST', '/webhooks', { url: 'https://93.184.215.14/hook', events: ['agent.exploded'], secret: SECRET });
+      expect(unknown.status).to.equal(400);
+      expect(unknown.json.error.param).to.equal('events');
+      expect((await api(harness, 'POST', '/webhooks', { url: 'https://93.184.215.14/hook', events: [], secret: SECRET })).status).to.equal(400);
+      const short = await api(harness, 'POST', '/webhooks', { url: 'https://93.184.215.14/hook', events: ['*'], secret: 'short' });
+      expect(short.status).to.equal(400);
+      expect(short.json.error.param).to.equal('secret');
+    });
+
+    it('creates, reads, lists and deletes a subscription without ever echoing the secret', async () => {
+      const created = await api(harness, 'POST', '/webhooks', { url: 'https://93.184.215.14/hook', events: ['agent.created', 'tool.executed'], secret: SECRET });
+      expect(created.status).to.equal(201);
+      expect(created.json).to.include({ object: 'webhook', url: 'https://93.184.215.14/hook', active: true });
+      expect(created.json.id).to.match(/^wh_/);
+      const fetched = await api(harness, 'GET', `/webhooks/${created.json.id}`);
+      const listed = await api(harness, 'GET', '/webhooks');
+      for (const text of [JSON.stringify(created.json), JSON.stringify(fetched.json), JSON.stringify(listed.json)]) {
+        expect(text).not.to.include(SECRET);
+        expect(text).not.to.include('secret');
+      }
+      expect(listed.json.data.map((entry: { id: string }) => entry.id)).to.include(created.json.id);
+      expect((await api(harness, 'DELETE', `/webhooks/${created.json.id}`)).status).to.equal(200);
+      expect((await api(harness, 'GET', `/webhooks/${created.json.id}`)).status).to.equal(404);
+    });
+  });
+
+  describe('delivery', () => {
+    let folder: string;
+    let env: NodeJS.ProcessEnv;
+    let harness: TestService;
+    const receiver = new Receiver();
+    let webhookId: string;
+
+    before(async () => {
+      folder = mkdtempSync(join(tmpdir(), 'svc-webhooks-'));
+      const configFile = join(folder, 'deployment.yaml');
+      writeFileSync(
+        configFile,
+        `mcp_servers:\n  everything:\n    transport: stdio\n    command: ${JSON.stringify(process.execPath)}\n    args: [${JSON.stringify(EVERYTHING_ENTRY)}, stdio]\n`,
+      );
+      env = {
+        CONFIG_FILE: configFile,
+        API_KEYS: API_KEY,
+        DATA_DIR: join(folder, 'data'),
+        WEBHOOKS_ALLOW_HTTP: 'true',
+        WEBHOOKS_ALLOW_PRIVATE_TARGETS: 'true',
+        WEBHOOKS_POLL_MS: '20',
+        WEBHOOKS_INITIAL_BACKOFF_MS: '20',
+        WEBHOOKS_MAX_BACKOFF_MS: '100',
+        WEBHOOKS_MAX_ATTEMPTS: '1000',
+        WEBHOOKS_TIMEOUT_MS: '2000',
+      };
+      await receiver.start();
+      harness = await startTestService({ env });
+      const created = await api(harness, 'POST', '/webhooks', { url: `http://127.0.0.1:${receiver.port}/hook`, events: ['*'], secret: SECRET });
+      expect(created.status).to.equal(201);
+      webhookId = created.json.id;
+    });
+    after(async () => {
+      await harness?.close();
+      await receiver.stop();
+      rmSync(folder, { recursive: true, force: true });
+    });
+    afterEach(() => {
+      expect(receiver.badSignatures, 'every signature verifies').to.deep.equal([]);
+    });
+
+    it('delivers a tool-using turn in order, exactly once, through a receiver that fails 3 times first', async () => {
+      receiver.failNext = 3;
+      await chat(harness, 'wh-agent-1', SUM_REQUEST);
+      const log = await waitFor(async () => {
+        const rows = await deliveries(harness, webhookId);
+        return rows.length > 0 && rows.every((row) => row.status === 'delivered') && rows.some((row) => row.event === 'tool.executed') ? rows : undefined;
+      }, 'every delivery delivered', 20_000);
+
+      // The first three attempts were of the same (head) delivery: later ones waited.
+      const failures = receiver.received.filter((entry) => entry.answered === 500);
+      expect(failures).to.have.length(3);
+      expect(new Set(failures.map((entry) => entry.id)).size).to.equal(1);
+
+      const acknowledged = receiver.acknowledged;
+      const ids = acknowledged.map((entry) => entry.id);
+      expect(new Set(ids).size, 'no duplicate after a success').to.equal(ids.length);
+      expect([...ids].sort()).to.deep.equal(log.map((row) => row.id).sort());
+
+      const events = acknowledged.filter((entry) => entry.payload.agent_id === 'wh-agent-1').map((entry) => entry.event);
+      expect(events[0]).to.equal('agent.created');
+      expect(events[1]).to.equal('agent.state_changed');
+      expect(events).to.include('tool.executed');
+      expect(events.indexOf('tool.executed')).to.be.greaterThan(1);
+      // Arrival order is outbox order.
+      expect(ids).to.deep.equal(log.map((row) => row.id).reverse());
+
+      const tool = acknowledged.find((entry) => entry.event === 'tool.executed')!;
+      expect(tool.payload.data).to.include({ tool: 'get-sum', server: 'everything', outcome: 'ok' });
+      expect(Object.keys(tool.payload)).to.deep.equal(['event', 'timestamp', 'agent_id', 'data', 'signature']);
+      expect(tool.timestamp).to.match(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+      const state = acknowledged.find((entry) => entry.event === 'agent.state_changed')!;
+      expect(state.payload.data).to.have.keys(['previous_state', 'current_state', 'transition_reason']);
+      expect(tool.headers['x-webhook-id']).to.match(/^dlv_/);
+      expect(log.find((row) => row.id === failures[0]!.id)).to.include({ attempts: 4, status: 'delivered' });
+    });
+
+    it('redelivers a delivery on request with the same X-Webhook-Id', async () => {
+      const [latest] = await deliveries(harness, webhookId);
+      const before = receiver.received.length;
+      const requeued = await api(harness, 'POST', `/webhooks/${webhookId}/deliveries/${latest.id}/redeliver`);
+      expect(requeued.status).to.equal(202);
+      expect(requeued.json.status).to.equal('pending');
+      await waitFor(() => receiver.received.length > before, 'the redelivery');
+      expect(receiver.received.at(-1)!.id).to.equal(latest.id);
+      expect(receiver.received.at(-1)!.raw).to.equal(latest.payload);
+    });
+
+    it('pages the delivery log', async () => {
+      const all = await deliveries(harness, webhookId);
+      const first = await api(harness, 'GET', `/webhooks/${webhookId}/deliveries?limit=2`);
+      expect(first.json.data).to.have.length(2);
+      expect(first.json.has_more).to.equal(true);
+      const second = await api(harness, 'GET', `/webhooks/${webhookId}/deliveries?limit=2&after=${first.json.last_id}`);
+      expect(second.json.data.map((row: { id: string }) => row.id)).to.deep.equal(all.slice(2, 4).map((row) => row.id));
+    });
+
+    it('delivers after a restart what was not delivered before the service stopped', async () => {
+      await receiver.stop();
+      const before = new Set((await deliveries(harness, webhookId)).map((row) => row.id));
+      await chat(harness, 'wh-agent-2', 'hello again');
+      await harness.close();
+      const seen = receiver.received.length;
+
+      await receiver.start(receiver.port);
+      harness = await startTestService({ env });
+      const log = await waitFor(async () => {
+        const rows = await deliveries(harness, webhookId);
+        const fresh = rows.filter((row) => !before.has(row.id));
+        return fresh.length > 0 && fresh.every((row) => row.status === 'delivered') ? fresh : undefined;
+      }, 'the deliveries of the stopped run', 20_000);
+      const arrived = receiver.received.slice(seen).filter((entry) => entry.answered < 300).map((entry) => entry.id);
+      expect(arrived).to.include.members(log.map((row) => row.id));
+      expect(receiver.received.slice(seen).find((entry) => entry.payload.agent_id === 'wh-agent-2')!.event).to.equal('agent.created');
+    });
+
+    it('sends nothing while the subscription is deactivated', async () => {
+      const off = await api(harness, 'PATCH', `/webhooks/${webhookId}`, { active: false });
+      expect(off.status).to.equal(200);
+      expect(off.json.active).to.equal(false);
+      const before = receiver.received.length;
+      const logged = (await deliveries(harness, webhookId)).length;
+      await chat(harness, 'wh-agent-3', 'quiet please');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(receiver.received.length).to.equal(before);
+      expect(await deliveries(harness, webhookId)).to.have.length(logged);
+      const on = await api(harness, 'PATCH', `/webhooks/${webhookId}`, { active: true });
+      expect(on.json.active).to.equal(true);
+    });
+  });
+});

@@ -1,0 +1,60 @@
+import { createHmac } from 'node:crypto';
+import { expect } from 'chai';
+import { backoffMs } from '../../runtime/webhook-dispatcher.js';
+import { canonicalPayload, signedPayloadText, signWebhook, verifyWebhookSignature } from '../../runtime/webhook-signature.js';
+import { checkTargetUrl, isPrivateAddress, resolveTarget } from '../../runtime/webhook-targets.js';
+
+describe('webhook signatures', () => {
+  const secret = 'a-secret-of-16+chars';
+  const payload = { event: 'agent.state_changed', timestamp: '2025-01-02T03:04:05.678Z', agent_id: 'a1', data: { previous_state: 'x', current_state: 'y', transition_reason: 'é "quoted"' } };
+
+  it('signs exactly the JSON text of {event, timestamp, agent_id, data} in that order', () => {
+    const canonical = canonicalPayload({ data: payload.data, agent_id: 'a1', timestamp: payload.timestamp, event: payload.event } as typeof payload);
+    expect(canonical).to.equal(
+      '{"event":"agent.state_changed","timestamp":"2025-01-02T03:04:05.678Z","agent_id":"a1","data":{"previous_state":"x","current_state":"y","transition_reason":"é \\"quoted\\""}}',
+    );
+    const body = JSON.parse(signedPayloadText(secret, payload)) as Record<string, unknown>;
+    expect(Object.keys(body)).to.deep.equal(['event', 'timestamp', 'agent_id', 'data', 'signature']);
+    const independent = `sha256=${createHmac('sha256', secret).update(Buffer.from(canonical, 'utf8')).digest('hex')}`;
+    expect(body.signature).to.equal(independent);
+    const { signature: _signature, ...rest } = body;
+    expect(JSON.stringify(rest)).to.equal(canonical);
+  });
+
+  it('verifies in constant time and rejects altered text or signatures', () => {
+    const signature = signWebhook(secret, 'body');
+    expect(verifyWebhookSignature(secret, 'body', signature)).to.equal(true);
+    expect(verifyWebhookSignature(secret, 'body!', signature)).to.equal(false);
+    expect(verifyWebhookSignature('another-secret-xx', 'body', signature)).to.equal(false);
+    expect(verifyWebhookSignature(secret, 'body', 'sha256=00')).to.equal(false);
+  });
+});
+
+describe('webhook targets', () => {
+  it('flags private, loopback, link-local and reserved addresses', () => {
+    for (const address of ['127.0.0.1', '10.0.0.1', '172.16.5.4', '172.31.255.255', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '224.0.0.1', '::1', '::', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '[::1]', 'not-an-ip']) {
+      expect(isPrivateAddress(address), address).to.equal(true);
+    }
+  });
+
+  it('passes public addresses', () => {
+    for (const address of ['93.184.215.14', '8.8.8.8', '172.32.0.1', '2606:4700:4700::1111', '::ffff:8.8.8.8']) {
+      expect(isPrivateAddress(address), address).to.equal(false);
+    }
+  });
+
+  it('checks the scheme and the resolved addresses', async () => {
+    expect(() => checkTargetUrl('http://93.184.215.14/', { allowHttp: false, allowPrivateTargets: false })).to.throw(/https/);
+    expect(checkTargetUrl('http://93.184.215.14/', { allowHttp: true, allowPrivateTargets: false }).host).to.equal('93.184.215.14');
+    expect(() => checkTargetUrl('ftp://x/', { allowHttp: true, allowPrivateTargets: false })).to.throw();
+    let refused: unknown;
+    await resolveTarget(new URL('https://localhost/'), { allowHttp: false, allowPrivateTargets: false }).catch((error: unknown) => (refused = error));
+    expect(refused).to.be.instanceOf(Error);
+    expect(await resolveTarget(new URL('https://127.0.0.1/'), { allowHttp: false, allowPrivateTargets: true })).to.deep.equal([{ address: '127.0.0.1', family: 4 }]);
+  });
+
+  it('backs off exponentially up to the maximum', () => {
+    const settings = { initialBackoffMs: 1000, maxBackoffMs: 5000 };
+    expect([1, 2, 3, 4, 5].map((attempts) => backoffMs(attempts, settings))).to.deep.equal([1000, 2000, 4000, 5000, 5000]);
+  });
+});
