@@ -63,20 +63,16 @@ async function completeTurn(supervisor: Supervisor, turn: TurnRequest, request: 
 async function streamTurn(supervisor: Supervisor, turn: TurnRequest, request: ChatRequest, res: Response, signal: AbortSignal) {
   const sse = new SseWriter(res);
   const chunks = new ChunkFormatter(newCompletionId(), request.model, unixNow());
-  let sessionId = '';
   // The stream starts with the first thing to send, so an error before it is a plain HTTP error.
   const begin = () => {
     if (sse.isStarted) return;
-    sse.start({ 'X-Session-ID': sessionId });
+    sse.start();
     sse.data(chunks.role());
   };
   try {
     const outcome = await supervisor.runTurn(turn, {
       signal,
-      onSessionReady: (id) => {
-        sessionId = id;
-        res.set('X-Session-ID', id);
-      },
+      onSessionReady: (sessionId) => res.set('X-Session-ID', sessionId),
       onContent: (piece) => {
         begin();
         sse.data(chunks.content(piece));

@@ -14,13 +14,12 @@ export class SseWriter {
     return this.started;
   }
 
-  /** Sends the headers; `headers` are added (e.g. X-Session-ID). */
-  start(headers: Record<string, string>): void {
+  /** Sends the headers, with any the response already has (e.g. X-Session-ID). */
+  start(): void {
     if (this.started) return;
     this.started = true;
     this.res.status(200);
     this.res.set({
-      ...headers,
       'Content-Type': 'text/event-stream; charset=utf-8',
       'Cache-Control': 'no-cache, no-transform',
       Connection: 'keep-alive',

@@ -15,7 +15,6 @@ export class DurableWriter {
   private readonly tails = new Map<string, Promise<unknown>>();
   private readonly initialDelayMs: number;
   private readonly maxDelayMs: number;
-  private pendingCount = 0;
   private closed = false;
 
   constructor(private readonly events: EventBus, options: DurableWriterOptions = {}) {
@@ -23,15 +22,9 @@ export class DurableWriter {
     this.maxDelayMs = options.maxDelayMs ?? 5000;
   }
 
-  /** Writes still waiting to commit. */
-  get pending(): number {
-    return this.pendingCount;
-  }
-
   /** Queues `write` behind the earlier writes of `key`; resolves with its result once committed. */
   write<T>(key: string, operation: string, write: () => Promise<T>): Promise<T> {
     const previous = this.tails.get(key) ?? Promise.resolve();
-    this.pendingCount += 1;
     const result = previous.then(() => this.retry(operation, write));
     const tail = result.then(
       () => undefined,
@@ -39,7 +32,6 @@ export class DurableWriter {
     );
     this.tails.set(key, tail);
     void tail.then(() => {
-      this.pendingCount -= 1;
       if (this.tails.get(key) === tail) this.tails.delete(key);
     });
     return result;

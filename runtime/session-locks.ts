@@ -10,11 +10,6 @@ export type Release = () => void;
 export class SessionLocks {
   private readonly tails = new Map<string, Promise<void>>();
 
-  /** Sessions with a turn running or waiting. */
-  get busy(): number {
-    return this.tails.size;
-  }
-
   async acquire(sessionId: string, waitMs: number, signal?: AbortSignal): Promise<Release> {
     const previous = this.tails.get(sessionId) ?? Promise.resolve();
     let release!: Release;

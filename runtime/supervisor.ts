@@ -11,7 +11,16 @@ import {
 } from '../machines/index.js';
 import type { StateGraph } from '../machines/index.js';
 import type { ChatMessage, GenerationParams, ToolCall, ToolDefinition, Usage } from './chat-types.js';
-import { foldHistoryHash, historyHashOf, splitConversation, textOf, toTurn, type Turn } from './conversation-history.js';
+import {
+  EMPTY_HISTORY_HASH,
+  foldHistoryHash,
+  historyHashOf,
+  splitConversation,
+  textOf,
+  toTurn,
+  type ClientConversation,
+  type Turn,
+} from './conversation-history.js';
 import type { DurableWriter } from './durable-writer.js';
 import type { EventBus } from './event-bus.js';
 import type { LlmClient, ToolCallDelta } from './llm-client.js';
@@ -171,15 +180,17 @@ export class Supervisor {
       const expected = withTools ? 'a user message or tool results' : 'a user message';
       throw new ServiceError('INVALID_REQUEST', `messages must end with ${expected}`, { param: 'messages' });
     }
-    let sessionId = await this.findSessionId(request, conversation.prefix);
+    // The resent history is hashed once: to find its session and to check it against the stored one.
+    const prefixHash = conversation.prefix.length > 0 ? historyHashOf(conversation.prefix) : null;
+    let sessionId = await this.findSessionId(request, prefixHash);
     let release = await this.locks.acquire(sessionId, this.deps.settings.turnWaitMs, handlers.signal);
     try {
-      let plan = await this.plan(sessionId, request, conversation);
+      let plan = await this.plan(sessionId, request, { ...conversation, prefixHash });
       if (plan === 'fork') {
         release();
         sessionId = this.newSessionId();
         release = await this.locks.acquire(sessionId, this.deps.settings.turnWaitMs, handlers.signal);
-        plan = (await this.plan(sessionId, request, { ...conversation, forceNew: true })) as TurnPlan;
+        plan = (await this.plan(sessionId, request, { ...conversation, prefixHash, forceNew: true })) as TurnPlan;
       }
       return await this.run(plan, request, conversation.system, handlers);
     } finally {
@@ -219,12 +230,10 @@ export class Supervisor {
     for (const sessionId of [...this.cache.keys()]) this.evict(sessionId);
   }
 
-  private async findSessionId(request: TurnRequest, prefix: ChatMessage[]): Promise<string> {
+  private async findSessionId(request: TurnRequest, prefixHash: string | null): Promise<string> {
     if (request.sessionHint) return request.sessionHint;
-    if (prefix.length > 0) {
-      const known = await this.storage('find session by history', () =>
-        this.deps.sessions.findByHistoryHash(request.userId, historyHashOf(prefix)),
-      );
+    if (prefixHash !== null) {
+      const known = await this.storage('find session by history', () => this.deps.sessions.findByHistoryHash(request.userId, prefixHash));
       if (known) return known.sessionId;
     }
     return this.newSessionId();
@@ -238,7 +247,7 @@ export class Supervisor {
   private async plan(
     sessionId: string,
     request: TurnRequest,
-    conversation: ReturnType<typeof splitConversation> & { forceNew?: boolean },
+    conversation: ClientConversation & { prefixHash: string | null; forceNew?: boolean },
   ): Promise<TurnPlan | 'fork'> {
     // A session whose actor lives here was last written by this process: its row is known.
     const session =
@@ -249,24 +258,24 @@ export class Supervisor {
     if (session.deletedAt) {
       throw new ServiceError('GONE', `session ${sessionId} was deleted and cannot be continued`, { param: 'session_id' });
     }
-    const { prefix, tail } = conversation;
+    const { prefix, tail, prefixHash } = conversation;
+    const tailTurns = tail.map(toTurn);
     const isNew = session.historyHash === null || conversation.forceNew === true;
     // The same request again after a turn that ended unanswered (a tool needed an account):
     // its messages are stored already.
-    const isRetry = !isNew && hasUnansweredTurn(session.snapshot) && (await this.isStoredTail(sessionId, tail.map(toTurn)));
-    const newTurns = isRetry ? [] : tail.map(toTurn);
-    if (prefix.length === 0) {
+    const isRetry = !isNew && hasUnansweredTurn(session.snapshot) && (await this.isStoredTail(sessionId, tailTurns));
+    const newTurns = isRetry ? [] : tailTurns;
+    if (prefixHash === null) {
       const history = isNew ? [] : await this.recentDialogue(sessionId);
       const dialogue = isRetry ? history : [...history, ...tail];
-      return { session, isNew, toStore: newTurns, dialogue, baseHash: session.historyHash ?? historyHashOf([]), hashed: tail.map(toTurn) };
+      return { session, isNew, toStore: newTurns, dialogue, baseHash: session.historyHash ?? EMPTY_HISTORY_HASH, hashed: tailTurns };
     }
-    const prefixHash = historyHashOf(prefix);
     if (isNew) {
-      const turns = [...prefix, ...tail].map(toTurn);
-      return { session, isNew, toStore: turns, dialogue: [...prefix, ...tail], baseHash: historyHashOf([]), hashed: turns };
+      const turns = [...prefix.map(toTurn), ...tailTurns];
+      return { session, isNew, toStore: turns, dialogue: [...prefix, ...tail], baseHash: EMPTY_HISTORY_HASH, hashed: turns };
     }
     if (prefixHash !== session.historyHash) return 'fork';
-    return { session, isNew, toStore: newTurns, dialogue: [...prefix, ...tail], baseHash: prefixHash, hashed: tail.map(toTurn) };
+    return { session, isNew, toStore: newTurns, dialogue: [...prefix, ...tail], baseHash: prefixHash, hashed: tailTurns };
   }
 
   private async recentDialogue(sessionId: string): Promise<ChatMessage[]> {

@@ -4,22 +4,12 @@ import { join } from 'node:path';
 import { expect } from 'chai';
 import { sql } from 'kysely';
 import { startTestService, type TestService } from '../support/service-harness.js';
+import type { AgentResource } from '../../gateway/agents-routes.js';
 
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const ADMIN = { Authorization: 'Bearer admin-key' };
 
-type Agent = {
-  id: string;
-  name: string;
-  status: string;
-  user_id: string;
-  model: { provider: string; name: string };
-  memory: { total_entries: number; working_memory: number; long_term_memory: number };
-  state: { current: string; transitions: number };
-  tools: string[];
-  created_at: string;
-  last_active: string;
-};
+type Agent = AgentResource;
 type Deletion = { id: string; status: string; memory_exported: boolean; export_location: string | null; deleted_at: string };
 
 describe('/v1/agents', () => {
