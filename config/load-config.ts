@@ -49,6 +49,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     const issue = servers.error.issues[0]!;
     throw new ConfigError(`mcp_servers.${issue.path.join('.')}: ${issue.message}`);
   }
+  if (properties.app.workers > 1 && !properties.database.url) {
+    throw new ConfigError(
+      `app.workers: ${properties.app.workers} workers need database.url (DB_URL): the embedded database serves one process only`,
+    );
+  }
   return { ...properties, mcp_servers: servers.data, config_file: configFile };
 }
 

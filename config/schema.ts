@@ -37,7 +37,17 @@ export function registerFormats(): void {
 
 /** The values the schema describes (checked against the schema by the compiler). */
 export type ConfigValues = {
-  app: { host: string; port: number; reload: boolean; system_prompt: string; body_limit: string; max_messages: number; public_url: string };
+  app: {
+    host: string;
+    port: number;
+    reload: boolean;
+    system_prompt: string;
+    body_limit: string;
+    max_messages: number;
+    public_url: string;
+    workers: number;
+    shutdown_timeout_ms: number;
+  };
   llm: {
     base_url: string;
     model: string;
@@ -58,7 +68,10 @@ export type ConfigValues = {
     embedding_dimensions: number;
   };
   state: { graph_path: string; max_tool_rounds: number };
-  sessions: { cache_size: number; idle_ms: number; turn_wait_ms: number; write_wait_ms: number };
+  sessions: { cache_size: number; idle_ms: number; turn_wait_ms: number; write_wait_ms: number; lease_ms: number };
+  limits: { requests_per_minute: number; burst: number; concurrent_requests: number };
+  metrics: { enabled: boolean };
+  inspect: { page: boolean; websocket_url: string; recent_sessions: number };
   log: { level: string };
   tools: { connect_timeout_ms: number; call_timeout_ms: number; user_process_idle_ms: number; heartbeat_ms: number };
   oauth: {
@@ -105,6 +118,18 @@ export const configSchema: convict.Schema<ConfigValues> = {
       format: 'http-url',
       default: 'http://localhost:1111',
       env: 'APP_PUBLIC_URL',
+    },
+    workers: {
+      doc: 'Worker processes sharing the port (more than 1 needs database.url: the embedded database is single-process).',
+      format: 'positive-int',
+      default: 1,
+      env: 'APP_WORKERS',
+    },
+    shutdown_timeout_ms: {
+      doc: 'On SIGTERM or SIGINT, how long turns and streams in flight may take to finish before they are cancelled, in ms.',
+      format: 'positive-int',
+      default: 30_000,
+      env: 'APP_SHUTDOWN_TIMEOUT_MS',
     },
   },
   llm: {
@@ -155,6 +180,40 @@ export const configSchema: convict.Schema<ConfigValues> = {
       default: 5000,
       env: 'SESSIONS_WRITE_WAIT_MS',
     },
+    lease_ms: {
+      doc: 'On PostgreSQL, a session lease (one turn at a time across workers and instances) not renewed this long is free again, in ms.',
+      format: 'positive-int',
+      default: 15_000,
+      env: 'SESSIONS_LEASE_MS',
+    },
+  },
+  limits: {
+    requests_per_minute: {
+      doc: 'Chat requests a user may start per minute, per instance (0: no limit); past it the answer is 429 with Retry-After.',
+      format: 'nat',
+      default: 600,
+      env: 'LIMITS_REQUESTS_PER_MINUTE',
+    },
+    burst: { doc: 'Chat requests a user may start at once above the per-minute rate.', format: 'nat', default: 60, env: 'LIMITS_BURST' },
+    concurrent_requests: {
+      doc: 'Chat requests of one user in flight at once, per instance (0: no limit); past it the answer is 429.',
+      format: 'nat',
+      default: 16,
+      env: 'LIMITS_CONCURRENT_REQUESTS',
+    },
+  },
+  metrics: {
+    enabled: { doc: 'Serve Prometheus metrics at /metrics (behind the API key when keys are set).', format: Boolean, default: true, env: 'METRICS_ENABLED' },
+  },
+  inspect: {
+    page: { doc: 'Serve the session inspector page at /inspect (behind the API key when keys are set).', format: Boolean, default: true, env: 'INSPECT_PAGE' },
+    websocket_url: {
+      doc: 'Send every session actor\'s events to an XState inspector at this WebSocket URL (e.g. ws://localhost:8080); empty: off.',
+      format: String,
+      default: '',
+      env: 'INSPECT_WEBSOCKET_URL',
+    },
+    recent_sessions: { doc: 'Sessions the inspector page lists.', format: 'positive-int', default: 50, env: 'INSPECT_RECENT_SESSIONS' },
   },
   log: {
     level: { doc: 'Log level.', format: ['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly'], default: 'info', env: 'LOG_LEVEL' },

@@ -47,12 +47,17 @@ export type SessionRecord = {
   deletedAt: Date | null;
 };
 
+/** One transition of a session's actor between graph states. */
+export type TransitionRecord = { at: Date; from: string; to: string; reason: string | null };
+
 /** What a turn's end writes to the session row. */
 export type SessionProgress = {
   snapshot: unknown;
   currentState: string;
   transitions: number;
   historyHash: string | null;
+  /** The transitions the turn took, in order, stored with it in the transition log. */
+  transitionLog?: TransitionRecord[];
 };
 
 /** The sessions table. */

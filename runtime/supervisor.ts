@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { createActor, fromPromise, type Actor, type Snapshot } from 'xstate';
+import { createActor, fromPromise, type Actor, type InspectionEvent, type Snapshot } from 'xstate';
 import {
   createSessionMachine,
   isRestingState,
@@ -25,7 +25,7 @@ import type { DurableWriter } from './durable-writer.js';
 import type { EventBus } from './event-bus.js';
 import type { LlmClient, ToolCallDelta } from './llm-client.js';
 import type { LongTermMemory } from './long-term-memory.js';
-import type { ConversationStore, SessionProgress, SessionRecord, SessionStore } from './ports.js';
+import type { ConversationStore, SessionProgress, SessionRecord, SessionStore, TransitionRecord } from './ports.js';
 import { buildContext } from './prompt-assembly.js';
 import { isServiceError, ServiceError } from './service-error.js';
 import { SessionLocks } from './session-locks.js';
@@ -97,6 +97,8 @@ export type SupervisorDeps = {
   tools?: ToolRunner;
   memory?: LongTermMemory;
   newSessionId?: () => string;
+  /** Receives every session actor's inspection events (the XState inspector). */
+  inspect?: (event: InspectionEvent) => void;
 };
 
 type SessionActor = Actor<SessionMachine>;
@@ -117,6 +119,8 @@ type ActiveTurn = {
   authError: ServiceError | null;
   /** Content was streamed in an earlier LLM round of this turn: the next round starts with a separator. */
   needsSeparator: boolean;
+  /** The transitions the turn took, stored with its end. */
+  transitionLog: TransitionRecord[];
 };
 
 /** Between the texts of the LLM rounds of one turn (before and after tool calls). */
@@ -314,6 +318,7 @@ export class Supervisor {
       clientToolCalls: [],
       authError: null,
       needsSeparator: false,
+      transitionLog: [],
     };
     this.activeTurns.set(sessionId, turn);
     try {
@@ -331,6 +336,7 @@ export class Supervisor {
         snapshot: restingSnapshot(actor, turn.authError !== null),
         currentState: String(snapshot.value),
         transitions: snapshot.context.transitions,
+        transitionLog: turn.transitionLog,
         // An unanswered turn leaves the hash where it was, so the same request can be sent again.
         historyHash: answered ? foldHistoryHash(plan.baseHash, [...plan.hashed, ...replyTurns]) : plan.baseHash,
       };
@@ -446,9 +452,10 @@ export class Supervisor {
     }
     const startsTurn = !session.snapshot && !isRestingState(this.deps.graph, this.deps.graph.initial);
     const input = { ...this.inputFor(session.sessionId), ...(startsTurn ? { messages } : {}) };
+    const inspect = this.deps.inspect;
     const actor = session.snapshot
-      ? createActor(this.machine, { snapshot: session.snapshot as Snapshot<unknown>, input })
-      : createActor(this.machine, { input });
+      ? createActor(this.machine, { snapshot: session.snapshot as Snapshot<unknown>, input, inspect })
+      : createActor(this.machine, { input, inspect });
     this.observe(actor, session.sessionId, userId);
     this.cache.set(session.sessionId, { actor, session, lastUsed: Date.now() });
     this.evictOverflow();
@@ -472,7 +479,9 @@ export class Supervisor {
       const state = String(snapshot.value);
       const resting = isRestingState(this.deps.graph, state);
       if (previous !== null && previous !== state) {
-        this.deps.events.emit('session:state_changed', { sessionId, userId, from: previous, to: state, reason: snapshot.context.reason });
+        const reason = snapshot.context.reason;
+        this.activeTurns.get(sessionId)?.transitionLog.push({ at: new Date(), from: previous, to: state, reason: reason ?? null });
+        this.deps.events.emit('session:state_changed', { sessionId, userId, from: previous, to: state, reason });
       }
       previous = state;
       this.registry.trigger.upsert({
