@@ -1,7 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Router, type Request, type RequestHandler, type Response } from 'express';
-import type { ConversationRecord, ConversationStore, SessionRecord, SessionStore, VectorMemoryStore } from '../runtime/ports.js';
+import type { ConversationRecord, ConversationStore, SessionRecord, SessionStore, StoredTransition, VectorMemoryStore } from '../runtime/ports.js';
 import { ServiceError } from '../runtime/service-error.js';
 import type { Supervisor } from '../runtime/supervisor.js';
 import type { ToolRunner } from '../runtime/tool-runner.js';
@@ -33,6 +33,15 @@ export type AgentDeletion = {
   deleted_at: string;
 };
 
+/** One entry of an agent's transition log, as `GET /v1/agents/{agent_id}/transitions` and the export give it. */
+export type TransitionEntry = { id: number; at: string; from: string; to: string; reason: string | null };
+
+/** One message of an agent's transcript, as `GET /v1/agents/{agent_id}/messages` and the export give it. */
+export type TranscriptEntry = { id: number; role: string; content: string; created_at: string };
+
+/** A page of an agent's transitions or transcript, oldest first; `next_after` is the `after` of the next page. */
+export type LogPage<T> = { object: 'list'; data: T[]; has_more: boolean; next_after: number | null };
+
 /** What the agent routes are built from. */
 export type AgentsRouterDeps = {
   supervisor: Supervisor;
@@ -58,8 +67,13 @@ export type AgentsRouterDeps = {
 const DEFAULT_LIMIT = 20;
 const MAX_LIMIT = 100;
 const EXPORT_PAGE = 1000;
+/** The latest time a Date can hold, in ms since the epoch. */
+const MAX_DATE_MS = 8.64e15;
 
-/** `GET /v1/agents`, `GET /v1/agents/{agent_id}` and `DELETE /v1/agents/{agent_id}`, always behind an API key. */
+/**
+ * `GET /v1/agents`, `GET /v1/agents/{agent_id}` (with its `/transitions` and `/messages`) and
+ * `DELETE /v1/agents/{agent_id}`, always behind an API key.
+ */
 export function createAgentsRouter(deps: AgentsRouterDeps): Router {
   const router = Router();
   router.use('/v1/agents', deps.requireKey);
@@ -82,9 +96,21 @@ export function createAgentsRouter(deps: AgentsRouterDeps): Router {
   });
 
   router.get('/v1/agents/:agent_id', async (req, res) => {
-    const session = await visibleSession(deps, req, res);
-    if (session.deletedAt) throw notFound(session.sessionId);
-    res.json(await agentResource(deps, session));
+    res.json(await agentResource(deps, await liveSession(deps, req, res)));
+  });
+
+  router.get('/v1/agents/:agent_id/transitions', async (req, res) => {
+    const { limit, afterId } = parseLogPage(req);
+    const { sessionId } = await liveSession(deps, req, res);
+    const rows = await deps.sessions.listTransitions(sessionId, { limit: limit + 1, ...(afterId !== undefined ? { afterId } : {}) });
+    res.json(logPage(rows, limit, transitionEntry));
+  });
+
+  router.get('/v1/agents/:agent_id/messages', async (req, res) => {
+    const { limit, afterId } = parseLogPage(req);
+    const { sessionId } = await liveSession(deps, req, res);
+    const rows = await deps.conversations.page(sessionId, { limit: limit + 1, ...(afterId !== undefined ? { afterId } : {}) });
+    res.json(logPage(rows, limit, transcriptEntry));
   });
 
   router.delete('/v1/agents/:agent_id', async (req, res) => {
@@ -100,6 +126,7 @@ export function createAgentsRouter(deps: AgentsRouterDeps): Router {
       if (!options.preserveMemory) {
         await deps.conversations.deleteSession(sessionId);
         await deps.memories?.deleteBySession(sessionId);
+        await deps.sessions.deleteTransitions(sessionId);
       }
       await deps.sessions.markDeleted(sessionId);
       const deleted = await deps.sessions.get(sessionId);
@@ -118,6 +145,13 @@ async function visibleSession(deps: AgentsRouterDeps, req: Request, res: Respons
   const bound = callerOf(res)?.userId;
   // Another user's agent is reported as unknown: a bound key does not learn it exists.
   if (!session || (bound !== undefined && session.userId !== bound)) throw notFound(agentId);
+  return session;
+}
+
+/** The visible session named in the path, unless it is deleted (404, as for an unknown one). */
+async function liveSession(deps: AgentsRouterDeps, req: Request, res: Response): Promise<SessionRecord> {
+  const session = await visibleSession(deps, req, res);
+  if (session.deletedAt) throw notFound(session.sessionId);
   return session;
 }
 
@@ -148,13 +182,8 @@ async function agentResource(deps: AgentsRouterDeps, session: SessionRecord): Pr
 
 /** Writes the complete export of a session; returns its absolute path. */
 async function exportAgent(deps: AgentsRouterDeps, session: SessionRecord): Promise<string> {
-  const transcript: ConversationRecord[] = [];
-  for (let afterId: number | undefined; ; ) {
-    const page = await deps.conversations.page(session.sessionId, { limit: EXPORT_PAGE, ...(afterId !== undefined ? { afterId } : {}) });
-    transcript.push(...page);
-    if (page.length < EXPORT_PAGE) break;
-    afterId = page.at(-1)!.id;
-  }
+  const transcript = await readWhole((page) => deps.conversations.page(session.sessionId, page));
+  const transitions = await readWhole((page) => deps.sessions.listTransitions(session.sessionId, page));
   const memories = deps.memories ? await deps.memories.listBySession(session.sessionId) : [];
   const exportedAt = new Date();
   const body = {
@@ -169,7 +198,8 @@ async function exportAgent(deps: AgentsRouterDeps, session: SessionRecord): Prom
       history_hash: session.historyHash,
       snapshot: session.snapshot,
     },
-    transcript: transcript.map((record) => ({ id: record.id, role: record.role, content: record.message, created_at: record.createdAt.toISOString() })),
+    transcript: transcript.map(transcriptEntry),
+    transitions: transitions.map(transitionEntry),
     long_term_memories: memories.map((entry) => ({ id: entry.id, content: entry.content, created_at: entry.createdAt.toISOString() })),
   };
   const folder = resolve(deps.settings.exportDir);
@@ -179,6 +209,32 @@ async function exportAgent(deps: AgentsRouterDeps, session: SessionRecord): Prom
   const file = join(folder, `${encodeURIComponent(session.sessionId).replace(/^\./, '%2E')}-${stamp}.json`);
   await writeFile(file, `${JSON.stringify(body, null, 2)}\n`, { encoding: 'utf8', flag: 'wx', mode: 0o600 });
   return file;
+}
+
+/** Every row of a log read page by page (a page never holds the whole of a long one). */
+async function readWhole<T extends { id: number }>(read: (page: { afterId?: number; limit: number }) => Promise<T[]>): Promise<T[]> {
+  const rows: T[] = [];
+  for (let afterId: number | undefined; ; ) {
+    const page = await read({ limit: EXPORT_PAGE, ...(afterId !== undefined ? { afterId } : {}) });
+    rows.push(...page);
+    if (page.length < EXPORT_PAGE) return rows;
+    afterId = page.at(-1)!.id;
+  }
+}
+
+/** The list answer from up to `limit + 1` rows: the extra row only tells that more follow. */
+function logPage<R extends { id: number }, T>(rows: R[], limit: number, toEntry: (row: R) => T): LogPage<T> {
+  const page = rows.slice(0, limit);
+  const hasMore = rows.length > limit;
+  return { object: 'list', data: page.map(toEntry), has_more: hasMore, next_after: hasMore ? page.at(-1)!.id : null };
+}
+
+function transitionEntry(transition: StoredTransition): TransitionEntry {
+  return { id: transition.id, at: transition.at.toISOString(), from: transition.from, to: transition.to, reason: transition.reason };
+}
+
+function transcriptEntry(record: ConversationRecord): TranscriptEntry {
+  return { id: record.id, role: record.role, content: record.message, created_at: record.createdAt.toISOString() };
 }
 
 function deletionBody(id: string, exported: boolean, location: string | null, deletedAt: Date): AgentDeletion {
@@ -208,12 +264,24 @@ function parseLimit(req: Request): number {
   return limit;
 }
 
+/** `limit` and `after` of a log page: `after` is an entry id (the previous page's `next_after`). */
+function parseLogPage(req: Request): { limit: number; afterId?: number } {
+  const limit = parseLimit(req);
+  const raw = singleQuery(req, 'after');
+  if (raw === undefined) return { limit };
+  const afterId = Number(raw);
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(afterId)) {
+    throw new ServiceError('INVALID_REQUEST', 'after must be an entry id (the next_after of an earlier page)', { param: 'after' });
+  }
+  return { limit, afterId };
+}
+
 /** The `after` cursor: the last listed agent's last activity (ms since the epoch), base64url. */
 function parseCursor(req: Request): Date | undefined {
   const raw = singleQuery(req, 'after');
   if (raw === undefined) return undefined;
   const ms = Number(Buffer.from(raw, 'base64url').toString('utf8'));
-  if (!/^[\w-]+$/.test(raw) || !Number.isSafeInteger(ms) || ms < 0) {
+  if (!/^[\w-]+$/.test(raw) || !Number.isSafeInteger(ms) || ms < 0 || ms > MAX_DATE_MS) {
     throw new ServiceError('INVALID_REQUEST', 'after must be a next_cursor value from an earlier page', { param: 'after' });
   }
   return new Date(ms);

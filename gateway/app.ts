@@ -1,13 +1,17 @@
 import express, { type Express, type Router } from 'express';
 import type { Logger } from 'winston';
+import type { ServiceMetrics } from '../runtime/metrics.js';
 import type { Supervisor } from '../runtime/supervisor.js';
 import type { ToolServerStatus } from '../runtime/tool-runner.js';
 import type { ApiKeyGuard } from './api-keys.js';
 import { createChatRoute, type ChatRouteDeps } from './chat-route.js';
 import { createErrorHandler, notFoundHandler } from './error-handler.js';
 import { createHealthRoute } from './health-route.js';
+import { createMetricsRoute } from './metrics-route.js';
 import { createModelsRouter } from './models-route.js';
 import { createRequestLogging } from './request-logging.js';
+import { createRequestMetrics } from './request-metrics.js';
+import type { UsageLimiter } from './usage-limits.js';
 
 /** What the HTTP app is built from. */
 export type AppDeps = {
@@ -23,12 +27,18 @@ export type AppDeps = {
   toolStatus: () => Record<string, ToolServerStatus>;
   bodyLimit: string;
   maxMessages: number;
+  /** Per-user limits on chat requests (`limits.*`). */
+  limiter: UsageLimiter;
   defaults: ChatRouteDeps['defaults'];
   llm: { baseUrl: string; apiKey: string; healthTimeoutMs: number };
   /** The port the service listens on, read when /health answers. */
   port: () => number;
   /** The /v1/webhooks routes (subscriptions, delivery log). */
   webhooksRouter: Router;
+  /** Prometheus metrics (`metrics.enabled`); without them there is no /metrics and nothing is counted. */
+  metrics?: ServiceMetrics;
+  /** The /inspect routes: the page shell is public, its data routes check the key themselves. */
+  inspectRouter: Router;
 };
 
 /** Builds the Express app: routes, JSON parsing with a size limit, and the one error mapping. */
@@ -37,6 +47,10 @@ export function createApp(deps: AppDeps): Express {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.use(createRequestLogging(deps.logger));
+  // Before the key check and the body parser: the requests they refuse are counted too.
+  if (deps.metrics) app.use(createRequestMetrics(deps.metrics));
+  // Before the key check: a browser cannot send a key when it loads a page.
+  app.use(deps.inspectRouter);
   // Before the body is read: an unauthenticated request costs no parsing.
   app.use(deps.apiKeys.authenticate);
   // Any content type is read as JSON: curl without -H still works.
@@ -51,7 +65,9 @@ export function createApp(deps: AppDeps): Express {
       toolStatus: deps.toolStatus,
     }),
   );
-  app.post('/v1/chat/completions', createChatRoute({ supervisor: deps.supervisor, defaults: deps.defaults, maxMessages: deps.maxMessages }));
+  // Open in local mode like /health; with API keys set, `authenticate` above asks Prometheus for its bearer token.
+  if (deps.metrics) app.get('/metrics', createMetricsRoute(deps.metrics));
+  app.post('/v1/chat/completions', createChatRoute({ supervisor: deps.supervisor, limiter: deps.limiter, defaults: deps.defaults, maxMessages: deps.maxMessages }));
   app.use(createModelsRouter());
   app.use(deps.agentsRouter);
   // Subscriptions hold secrets: like the agents, they always need a key.

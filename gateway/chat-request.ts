@@ -5,6 +5,12 @@ import { ServiceError } from '../runtime/service-error.js';
 /** Longest user and session id: the columns are varchar(255). */
 export const MAX_ID_LENGTH = 255;
 
+/** Deepest nesting of a chat body: a message's extra fields are kept in the session's state, whose copying recurses. */
+const MAX_NESTING = 64;
+
+/** What an HTTP header value may hold (tab, printable ASCII and Latin-1). */
+const HEADER_SAFE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
 const TextPart = z.looseObject({ type: z.literal('text'), text: z.string() });
 
 const Message = z.looseObject({
@@ -37,7 +43,7 @@ const ChatRequestSchema = z.object({
   stream: z.boolean().default(false),
   stream_options: z.looseObject({ include_usage: z.boolean().optional() }).nullish(),
   user_id: Identifier.optional(),
-  session_id: Identifier.optional(),
+  session_id: Identifier.refine((value) => HEADER_SAFE.test(value), 'must be printable Latin-1 text: it is sent back in the X-Session-ID header').optional(),
   temperature: z.number().min(0).max(2).nullish(),
   max_tokens: z.number().int().positive().nullish(),
   max_completion_tokens: z.number().int().positive().nullish(),
@@ -59,6 +65,9 @@ export function parseChatRequest(body: unknown, limits: { maxMessages: number })
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw new ServiceError('INVALID_REQUEST', 'the request body must be a JSON object');
   }
+  if (isNestedDeeperThan(body, MAX_NESTING)) {
+    throw new ServiceError('INVALID_REQUEST', `the request body is nested too deeply: at most ${MAX_NESTING} levels of arrays and objects are accepted`);
+  }
   const parsed = ChatRequestSchema.safeParse(body);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
@@ -75,6 +84,21 @@ export function parseChatRequest(body: unknown, limits: { maxMessages: number })
     throw new ServiceError('INVALID_REQUEST', 'message content must not contain NUL characters', { param: `messages[${withNul}].content` });
   }
   return request as ChatRequest;
+}
+
+/**
+ * True when arrays and objects nest deeper than `limit` in a parsed JSON value. Iterative,
+ * as the value may nest deeper than the stack allows.
+ */
+function isNestedDeeperThan(value: unknown, limit: number): boolean {
+  const pending: Array<[unknown, number]> = [[value, 1]];
+  while (pending.length > 0) {
+    const [node, depth] = pending.pop()!;
+    if (node === null || typeof node !== 'object') continue;
+    if (depth > limit) return true;
+    for (const child of Object.values(node)) pending.push([child, depth + 1]);
+  }
+  return false;
 }
 
 /** Checks a user or session id taken from a header. */

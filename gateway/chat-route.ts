@@ -5,10 +5,13 @@ import { checkIdentifier, parseChatRequest, type ChatRequest } from './chat-requ
 import { ChunkFormatter, completionBody, newCompletionId, unixNow } from './completion-format.js';
 import { errorBody, toServiceError } from './error-handler.js';
 import { SseWriter } from './sse-writer.js';
+import type { UsageLimiter } from './usage-limits.js';
 
 /** What the chat route needs. */
 export type ChatRouteDeps = {
   supervisor: Supervisor;
+  /** Per-user rate and concurrency limits, applied once the request is valid. */
+  limiter: UsageLimiter;
   defaults: { userId: string; llmModel: string; temperature: number; maxTokens: number };
   maxMessages: number;
 };
@@ -22,6 +25,13 @@ export function createChatRoute(deps: ChatRouteDeps): RequestHandler {
     res.on('close', () => {
       if (!res.writableFinished) cancel.abort();
     });
+    const release = await deps.limiter.admit(turn.userId);
+    // The permit is held until the response is over: sent, failed, or abandoned by the client.
+    if (cancel.signal.aborted) {
+      release();
+      return;
+    }
+    res.once('close', release);
     if (request.stream) await streamTurn(deps.supervisor, turn, request, res, cancel.signal);
     else await completeTurn(deps.supervisor, turn, request, res, cancel.signal);
   };

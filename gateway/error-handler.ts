@@ -7,7 +7,7 @@ export type OpenAiErrorBody = {
   error: { message: string; type: string; param: string | null; code: string | null; [extra: string]: unknown };
 };
 
-/** Errors raised by Express's body parser carry a `type` and a `status`. */
+/** Errors raised by Express's body parser carry a `type` and a `status`; the router's carry a `status`. */
 type BodyParserError = Error & { type?: string; status?: number; limit?: number };
 
 /** Turns any error into a ServiceError: the one place errors meet HTTP. */
@@ -25,6 +25,10 @@ export function toServiceError(error: unknown): ServiceError {
     case 'request.aborted':
     case 'request.size.invalid':
       return new ServiceError('INVALID_REQUEST', 'The request body was incomplete.', { cause: error });
+  }
+  // Other client errors of the HTTP layer: a malformed percent escape in the path (router), a body that does not decompress.
+  if (typeof parserError?.status === 'number' && parserError.status >= 400 && parserError.status < 500) {
+    return new ServiceError('INVALID_REQUEST', `The request could not be read: ${parserError.message}.`, { cause: error });
   }
   return new ServiceError('INTERNAL', 'The server had an error while processing your request.', { cause: error });
 }

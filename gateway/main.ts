@@ -1,10 +1,17 @@
-import { ConfigError, loadConfig } from '../config/load-config.js';
+import cluster from 'node:cluster';
+import { ConfigError, loadConfig, type AppConfig } from '../config/load-config.js';
+import { runPrimary } from './cluster.js';
 import { createLogger } from './logger.js';
+import { metricsHandlers } from './metrics-route.js';
 import { startService } from './service.js';
+import { limitHandlers } from './usage-limits.js';
 
-/** Starts the service from the deployment file and the environment, and stops it on a signal. */
+/**
+ * Starts the service from the deployment file and the environment: one process, or with
+ * `app.workers` > 1 a primary that runs that many workers. Stops gracefully on a signal.
+ */
 async function main(): Promise<void> {
-  let config;
+  let config: AppConfig;
   try {
     config = loadConfig(process.env);
   } catch (error) {
@@ -14,8 +21,24 @@ async function main(): Promise<void> {
     }
     throw error;
   }
-  const logger = createLogger(config.log.level);
-  const service = await startService(config, logger).catch((error: Error) => {
+  if (config.app.workers > 1 && cluster.isPrimary) {
+    const logger = createLogger(config.log.level, 'primary');
+    // The workers ask the primary for what is counted once per instance: limits and metrics.
+    const handlers = { ...limitHandlers(config.limits), ...metricsHandlers() };
+    const code = await runPrimary(config, logger, { handlers }).catch((error: Error) => {
+      logger.error(`start-up failed: ${error.message}`, { stack: error.stack });
+      return 1;
+    });
+    process.exit(code);
+  }
+  await serve(config);
+}
+
+/** One process serving requests: the whole service, or one worker of several. */
+async function serve(config: AppConfig): Promise<void> {
+  const worker = cluster.isWorker ? `worker ${process.env.SVC_WORKER_INDEX ?? cluster.worker?.id}` : undefined;
+  const logger = createLogger(config.log.level, worker);
+  const starting = startService(config, logger).catch((error: Error) => {
     if (error instanceof ConfigError) {
       logger.error(`Configuration error: ${error.message}`);
       process.exit(78);
@@ -23,17 +46,17 @@ async function main(): Promise<void> {
     logger.error(`start-up failed: ${error.message}`, { stack: error.stack });
     process.exit(1);
   });
-  logger.info(`svc-agent listening on ${service.url} (OpenAI base URL ${service.url}/v1), LLM server ${config.llm.base_url}, database ${service.database.kind}`);
 
+  // Signals are handled from the start: one that comes during start-up stops the service once it is up.
   let stopping = false;
-  const stop = (signal: string) => {
+  const stop = (reason: string) => {
     if (stopping) {
-      logger.warn(`${signal} again: stopping now`);
+      logger.warn(`${reason} again: stopping now`);
       process.exit(1);
     }
     stopping = true;
-    logger.info(`${signal}: stopping`);
-    service.close().then(
+    logger.info(`${reason}: stopping (turns in flight may take up to ${config.app.shutdown_timeout_ms} ms)`);
+    starting.then((service) => service.close()).then(
       () => process.exit(0),
       (error: Error) => {
         logger.error(`shutdown failed: ${error.message}`, { stack: error.stack });
@@ -41,8 +64,22 @@ async function main(): Promise<void> {
       },
     );
   };
-  process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
+  if (worker) {
+    // Ctrl-C reaches the whole process group: the primary decides, and sends SIGTERM.
+    process.on('SIGINT', () => undefined);
+    // The primary is gone (killed): nobody will send SIGTERM any more.
+    process.on('disconnect', () => {
+      if (!stopping) stop('primary process gone');
+    });
+  } else {
+    process.on('SIGINT', () => stop('SIGINT'));
+  }
+
+  const service = await starting;
+  if (!worker) {
+    logger.info(`svc-agent listening on ${service.url} (OpenAI base URL ${service.url}/v1), LLM server ${config.llm.base_url}, database ${service.database.kind}`);
+  }
 }
 
 await main();

@@ -10,16 +10,26 @@ import { createLlmClient } from '../runtime/llm-client.js';
 import { createMcpRegistry } from '../runtime/mcp-registry.js';
 import type { LongTermMemory } from '../runtime/long-term-memory.js';
 import { createVectorMemory } from '../runtime/vector-memory.js';
+import { SessionLeases } from '../runtime/session-leases.js';
+import { ServiceMetrics } from '../runtime/metrics.js';
 import { Supervisor } from '../runtime/supervisor.js';
+import { createXStateInspector } from '../runtime/xstate-inspector.js';
+import { createSessionLeaseRepository } from '../storage/session-lease-repository.js';
 import { createDatabase, createStores, migrateToLatest, type Database } from '../storage/index.js';
 import { createAgentsRouter } from './agents-routes.js';
 import { createApiKeyGuard } from './api-keys.js';
 import { createApp } from './app.js';
+import { drainServer } from './drain-server.js';
+import { createInspectRoutes } from './inspect-routes.js';
+import { createUsageLimiter } from './usage-limits.js';
 import { WebhookDispatcher } from '../runtime/webhook-dispatcher.js';
 import { createWebhookRepository } from '../storage/webhook-repository.js';
 import { createWebhooksRouter } from './webhooks-routes.js';
 import { logRuntimeEvents } from './log-events.js';
 import { createOAuthSetup, type OAuthSetup } from './oauth-setup.js';
+
+/** At shutdown, how long cancelled turns may take to store how they ended. */
+const CANCELLED_TURNS_WAIT_MS = 5_000;
 
 /** A running service. */
 export type RunningService = {
@@ -38,6 +48,14 @@ export type RunningService = {
 export async function startService(config: AppConfig, logger: Logger): Promise<RunningService> {
   const graph = loadGraph(config.state.graph_path);
   const apiKeys = createApiKeyGuard(config.auth.api_keys);
+  // Checked before anything opens; it connects once the service listens.
+  const inspector = config.inspect.websocket_url
+    ? createXStateInspector({
+        url: config.inspect.websocket_url,
+        autoStart: false,
+        onError: (error) => logger.warn(`XState inspector: an event was not sent: ${error.message}`),
+      })
+    : undefined;
   const vector = config.memory.use_long_term;
   const database = await createDatabase({
     url: config.database.url,
@@ -76,7 +94,23 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
   // Connects every tool server in parallel, each within its time-out; failures retry in the background.
   await tools.start();
   const llm = createLlmClient({ baseUrl: config.llm.base_url, apiKey: config.llm.api_key, timeoutMs: config.llm.timeout_ms });
+  // The embedded database serves one process: only PostgreSQL can be shared by several.
+  const leases =
+    database.kind === 'pg'
+      ? new SessionLeases({
+          store: createSessionLeaseRepository(database.db),
+          writer,
+          settings: { leaseMs: config.sessions.lease_ms },
+          onLost: (sessionId) => {
+            logger.warn(`session ${sessionId}: its lease lapsed and another process took it; its actor here is dropped`);
+            supervisor.distrust(sessionId);
+          },
+          onRenewError: (error) => logger.warn(`renewing session leases failed: ${error.message}`),
+        })
+      : undefined;
   const supervisor = new Supervisor({
+    leases,
+    inspect: inspector?.inspect,
     graph,
     llm,
     conversations: stores.conversations,
@@ -112,6 +146,16 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
       pollMs: config.webhooks.poll_ms,
     },
   });
+  const metrics = config.metrics.enabled ? new ServiceMetrics({ events, supervisor, webhooks: webhookStore }) : undefined;
+  const inspectRoutes = createInspectRoutes({
+    enabled: config.inspect.page,
+    registry: supervisor.registry,
+    sessions: stores.sessions,
+    events,
+    graph,
+    authenticate: apiKeys.authenticate,
+    recentSessions: config.inspect.recent_sessions,
+  });
   let port = config.app.port;
   const app = createApp({
     supervisor,
@@ -135,6 +179,7 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
     }),
     bodyLimit: config.app.body_limit,
     maxMessages: config.app.max_messages,
+    limiter: createUsageLimiter(config.limits, logger),
     defaults: {
       userId: config.memory.user_id,
       llmModel: config.llm.model,
@@ -144,9 +189,12 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
     llm: { baseUrl: config.llm.base_url, apiKey: config.llm.api_key, healthTimeoutMs: config.llm.health_timeout_ms },
     port: () => port,
     webhooksRouter: createWebhooksRouter({ store: webhookStore, policy: webhookPolicy, onChange: () => webhooks.refresh() }),
+    metrics,
+    inspectRouter: inspectRoutes.router,
   });
   const server = await listen(app, config.app.port, config.app.host);
   port = (server.address() as AddressInfo).port;
+  inspector?.start();
   // Deliveries left pending by an earlier run go out now.
   await webhooks.start();
   const host = config.app.host === '0.0.0.0' || config.app.host === '::' ? '127.0.0.1' : config.app.host;
@@ -154,19 +202,23 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeIdleConnections();
-      });
-      await supervisor.stop();
+      inspectRoutes.close();
+      const { forced } = await drainServer(server, config.app.shutdown_timeout_ms);
+      if (forced) logger.warn(`requests still running after ${config.app.shutdown_timeout_ms} ms were cut; their turns are cancelled and stored`);
+      // Cut requests cancel their turns; each still stores how it ended.
+      await supervisor.stop(CANCELLED_TURNS_WAIT_MS);
+      inspector?.stop();
       await tools.close();
       await llm.close();
       await writer.flush();
       // After the flush every event of the run is in the outbox; what is not sent stays pending.
       await webhooks.stop();
       await writer.flush();
+      // Every lease was given back through the writer; none is renewed from now on.
+      leases?.close();
       writer.close();
       stopLogging();
+      metrics?.close();
       await database.close();
     })());
 

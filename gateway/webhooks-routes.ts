@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { Router } from 'express';
+import { Router, type RequestParamHandler } from 'express';
 import { ServiceError } from '../runtime/service-error.js';
 import { WEBHOOK_EVENT_TYPES } from '../runtime/webhook-signature.js';
 import { checkTargetUrl, resolveTarget, WebhookTargetError, type TargetPolicy } from '../runtime/webhook-targets.js';
 import type { WebhookDelivery, WebhookStore, WebhookSubscription } from '../storage/webhook-repository.js';
+import { checkIdentifier } from './chat-request.js';
 
 /** What the webhook routes are built from. */
 export type WebhooksRouterDeps = {
@@ -19,6 +20,8 @@ const MIN_SECRET = 16;
 /** `/v1/webhooks`: subscriptions (create, list, read, activate/deactivate, delete), the delivery log and redelivery. */
 export function createWebhooksRouter(deps: WebhooksRouterDeps): Router {
   const router = Router();
+  router.param('id', checkPathId('id'));
+  router.param('deliveryId', checkPathId('delivery_id'));
 
   router.post('/v1/webhooks', async (req, res) => {
     const body = (req.body ?? {}) as Record<string, unknown>;
@@ -68,7 +71,7 @@ export function createWebhooksRouter(deps: WebhooksRouterDeps): Router {
     await found(deps.store, req.params.id);
     const limit = req.query.limit === undefined ? 20 : Number(req.query.limit);
     if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw invalid('limit must be an integer from 1 to 100.', 'limit');
-    const after = typeof req.query.after === 'string' && req.query.after !== '' ? req.query.after : undefined;
+    const after = typeof req.query.after === 'string' && req.query.after !== '' ? checkIdentifier(req.query.after, 'after') : undefined;
     const rows = await deps.store.listDeliveries(req.params.id, { limit: limit + 1, after });
     const page = rows.slice(0, limit).map(deliveryObject);
     res.json({ object: 'list', data: page, first_id: page[0]?.id ?? null, last_id: page.at(-1)?.id ?? null, has_more: rows.length > limit });
@@ -141,6 +144,14 @@ async function found(store: WebhookStore, id: string): Promise<WebhookSubscripti
   const subscription = await store.getSubscription(id);
   if (!subscription) throw notFound(id);
   return subscription;
+}
+
+/** Refuses a path id the database cannot hold (NUL, over 255 characters) before it reaches a query. */
+function checkPathId(param: string): RequestParamHandler {
+  return (_req, _res, next, value: string) => {
+    checkIdentifier(value, param);
+    next();
+  };
 }
 
 function notFound(id: string): ServiceError {

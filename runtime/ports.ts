@@ -47,8 +47,27 @@ export type SessionRecord = {
   deletedAt: Date | null;
 };
 
+/** A session lease taken by a process; `generation` counts every acquisition of the session. */
+export type LeaseGrant = { generation: number };
+
+/**
+ * The session leases table: one turn at a time per session across processes. Every
+ * method is one statement; none holds a connection beyond it.
+ */
+export interface SessionLeaseStore {
+  /** Takes the session's lease for `holder` for `ttlMs` if it is free, expired or held by `holder`; undefined if another holds it. */
+  tryAcquire(sessionId: string, holder: string, ttlMs: number): Promise<LeaseGrant | undefined>;
+  /** Extends `holder`'s leases; returns the sessions it still holds. */
+  renew(holder: string, sessionIds: string[], ttlMs: number): Promise<string[]>;
+  /** Frees the lease if `holder` still holds it at `generation`. */
+  release(sessionId: string, holder: string, generation: number): Promise<void>;
+}
+
 /** One transition of a session's actor between graph states. */
 export type TransitionRecord = { at: Date; from: string; to: string; reason: string | null };
+
+/** A stored transition: `id` orders a session's transitions and pages them. */
+export type StoredTransition = TransitionRecord & { id: number };
 
 /** What a turn's end writes to the session row. */
 export type SessionProgress = {
@@ -70,17 +89,23 @@ export interface SessionStore {
   claim(sessionId: string, userId: string): Promise<SessionRecord>;
   /** The live session of `userId` whose history hash is `historyHash`, if any. */
   findByHistoryHash(userId: string, historyHash: string): Promise<SessionRecord | undefined>;
-  /** Records the snapshot at rest and sets `lastActive` to now. */
+  /** Records the snapshot at rest and sets `lastActive` to now, with the progress's transition log. */
   saveProgress(sessionId: string, progress: SessionProgress): Promise<void>;
   /**
    * Ends a turn in one round trip and one transaction: stores `records` (in order) and
-   * records the snapshot at rest, as `append` and `saveProgress` would.
+   * records the snapshot at rest, as `append` and `saveProgress` would. The transition log
+   * is stored only while the session is live and its stored transition count is below the
+   * progress's, so a retry of a turn that did commit does not log its transitions twice.
    */
   completeTurn(sessionId: string, records: NewConversationRecord[], progress: SessionProgress): Promise<void>;
   /** Sessions, most recently active first, optionally of one user; `before` pages by lastActive. */
   list(options: { userId?: string; limit: number; before?: Date }): Promise<SessionRecord[]>;
   /** Marks the session deleted (it can no longer be continued); clears the snapshot. */
   markDeleted(sessionId: string): Promise<void>;
+  /** A page of a session's transition log, oldest first, with ids greater than `afterId`. */
+  listTransitions(sessionId: string, options: { afterId?: number; limit: number }): Promise<StoredTransition[]>;
+  /** Deletes a session's transition log; returns how many transitions were deleted. */
+  deleteTransitions(sessionId: string): Promise<number>;
 }
 
 /** A long-term memory of a user. */

@@ -28,7 +28,7 @@ export class SessionLocks {
       void previous.then(release);
       throw error;
     }
-    return once(release);
+    return releaseOnce(release);
   }
 }
 
@@ -54,7 +54,8 @@ function waitFor(previous: Promise<void>, waitMs: number, signal: AbortSignal | 
   });
 }
 
-function once(release: Release): Release {
+/** `release` that does something the first time it is called only. */
+export function releaseOnce(release: Release): Release {
   let released = false;
   return () => {
     if (released) return;

@@ -28,7 +28,8 @@ import type { LongTermMemory } from './long-term-memory.js';
 import type { ConversationStore, SessionProgress, SessionRecord, SessionStore, TransitionRecord } from './ports.js';
 import { buildContext } from './prompt-assembly.js';
 import { isServiceError, ServiceError } from './service-error.js';
-import { SessionLocks } from './session-locks.js';
+import type { SessionLeases } from './session-leases.js';
+import { releaseOnce, SessionLocks, type Release } from './session-locks.js';
 import { createSessionRegistry, type SessionRegistry } from './session-registry.js';
 import { NO_TOOLS, type ToolRunner } from './tool-runner.js';
 
@@ -97,14 +98,19 @@ export type SupervisorDeps = {
   tools?: ToolRunner;
   memory?: LongTermMemory;
   newSessionId?: () => string;
+  /** Leases that keep turns of a session one at a time across processes (PostgreSQL); none: this process is alone. */
+  leases?: SessionLeases;
   /** Receives every session actor's inspection events (the XState inspector). */
   inspect?: (event: InspectionEvent) => void;
 };
 
 type SessionActor = Actor<SessionMachine>;
 
-/** A live session: its actor, and its stored row as this process last wrote it. */
-type CachedActor = { actor: SessionActor; session: SessionRecord; lastUsed: number };
+/**
+ * A live session: its actor, its stored row as this process last wrote it, and the lease
+ * generation of its last turn here (0 without leases).
+ */
+type CachedActor = { actor: SessionActor; session: SessionRecord; lastUsed: number; generation: number };
 
 /** What a running turn keeps outside the actor: where its answer goes and what it gathered. */
 type ActiveTurn = {
@@ -139,6 +145,8 @@ type TurnPlan = {
   hashed: Turn[];
   /** True when the conversation is brand new or forked (no stored turns to continue). */
   isNew: boolean;
+  /** The session lease's generation this turn runs under (0 without leases). */
+  generation: number;
 };
 
 /**
@@ -187,14 +195,14 @@ export class Supervisor {
     // The resent history is hashed once: to find its session and to check it against the stored one.
     const prefixHash = conversation.prefix.length > 0 ? historyHashOf(conversation.prefix) : null;
     let sessionId = await this.findSessionId(request, prefixHash);
-    let release = await this.locks.acquire(sessionId, this.deps.settings.turnWaitMs, handlers.signal);
+    let { release, generation } = await this.hold(sessionId, handlers.signal);
     try {
-      let plan = await this.plan(sessionId, request, { ...conversation, prefixHash });
+      let plan = await this.plan(sessionId, generation, request, { ...conversation, prefixHash });
       if (plan === 'fork') {
         release();
         sessionId = this.newSessionId();
-        release = await this.locks.acquire(sessionId, this.deps.settings.turnWaitMs, handlers.signal);
-        plan = (await this.plan(sessionId, request, { ...conversation, prefixHash, forceNew: true })) as TurnPlan;
+        ({ release, generation } = await this.hold(sessionId, handlers.signal));
+        plan = (await this.plan(sessionId, generation, request, { ...conversation, prefixHash, forceNew: true })) as TurnPlan;
       }
       return await this.run(plan, request, conversation.system, handlers);
     } finally {
@@ -212,13 +220,24 @@ export class Supervisor {
   }
 
   /**
+   * Forgets what this process knows of a session another process took over (its lease
+   * lapsed): the actor is dropped now, or after the turn running on it.
+   */
+  distrust(sessionId: string): void {
+    const cached = this.cache.get(sessionId);
+    if (!cached) return;
+    if (this.activeTurns.has(sessionId)) cached.generation = -1;
+    else this.evict(sessionId);
+  }
+
+  /**
    * Ends a session for good: waits for its running turn (up to `turnWaitMs`) and its queued
    * writes, evicts its actor, then runs `end` (e.g. export, delete, mark deleted) while the
    * session stays locked, so no turn runs between the eviction and `end`. The next turn
    * reads the session row from storage and is refused once it is marked deleted.
    */
   async retire<T>(sessionId: string, end: () => Promise<T>): Promise<T> {
-    const release = await this.locks.acquire(sessionId, this.deps.settings.turnWaitMs);
+    const { release } = await this.hold(sessionId);
     try {
       await this.deps.writer.write(sessionId, 'settle writes before ending the session', async () => undefined);
       this.evict(sessionId);
@@ -228,10 +247,40 @@ export class Supervisor {
     }
   }
 
-  /** Stops every actor and the idle sweeper. */
-  async stop(): Promise<void> {
+  /** Waits up to `waitMs` for the turns still running to end, then stops every actor and the idle sweeper. */
+  async stop(waitMs = 0): Promise<void> {
     clearInterval(this.sweeper);
+    const deadline = Date.now() + waitMs;
+    while (this.activeTurns.size > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
     for (const sessionId of [...this.cache.keys()]) this.evict(sessionId);
+  }
+
+  /**
+   * Holds the session for one turn: first in this process (arrival order), then, with
+   * leases, across processes. An actor cached here is dropped when another process ran a
+   * turn of the session since this one did (the lease generation moved by more than one):
+   * the turn then starts from the stored snapshot, never from a stale one.
+   */
+  private async hold(sessionId: string, signal?: AbortSignal): Promise<{ release: Release; generation: number }> {
+    const waitMs = this.deps.settings.turnWaitMs;
+    const started = Date.now();
+    const unlock = await this.locks.acquire(sessionId, waitMs, signal);
+    const leases = this.deps.leases;
+    if (!leases) return { release: unlock, generation: 0 };
+    let lease;
+    try {
+      lease = await leases.acquire(sessionId, Math.max(0, waitMs - (Date.now() - started)), signal);
+    } catch (error) {
+      unlock();
+      throw error;
+    }
+    const cached = this.cache.get(sessionId);
+    if (cached && !lease.reused && lease.generation !== cached.generation + 1) this.evict(sessionId);
+    const release = () => {
+      leases.release(sessionId);
+      unlock();
+    };
+    return { release: releaseOnce(release), generation: lease.generation };
   }
 
   private async findSessionId(request: TurnRequest, prefixHash: string | null): Promise<string> {
@@ -250,6 +299,7 @@ export class Supervisor {
    */
   private async plan(
     sessionId: string,
+    generation: number,
     request: TurnRequest,
     conversation: ClientConversation & { prefixHash: string | null; forceNew?: boolean },
   ): Promise<TurnPlan | 'fork'> {
@@ -272,14 +322,14 @@ export class Supervisor {
     if (prefixHash === null) {
       const history = isNew ? [] : await this.recentDialogue(sessionId);
       const dialogue = isRetry ? history : [...history, ...tail];
-      return { session, isNew, toStore: newTurns, dialogue, baseHash: session.historyHash ?? EMPTY_HISTORY_HASH, hashed: tailTurns };
+      return { session, isNew, generation, toStore: newTurns, dialogue, baseHash: session.historyHash ?? EMPTY_HISTORY_HASH, hashed: tailTurns };
     }
     if (isNew) {
       const turns = [...prefix.map(toTurn), ...tailTurns];
-      return { session, isNew, toStore: turns, dialogue: [...prefix, ...tail], baseHash: EMPTY_HISTORY_HASH, hashed: turns };
+      return { session, isNew, generation, toStore: turns, dialogue: [...prefix, ...tail], baseHash: EMPTY_HISTORY_HASH, hashed: turns };
     }
     if (prefixHash !== session.historyHash) return 'fork';
-    return { session, isNew, toStore: newTurns, dialogue: [...prefix, ...tail], baseHash: prefixHash, hashed: tailTurns };
+    return { session, isNew, generation, toStore: newTurns, dialogue: [...prefix, ...tail], baseHash: prefixHash, hashed: tailTurns };
   }
 
   private async recentDialogue(sessionId: string): Promise<ChatMessage[]> {
@@ -322,7 +372,7 @@ export class Supervisor {
     };
     this.activeTurns.set(sessionId, turn);
     try {
-      const { actor, startsTurn } = this.actorFor(session, request.userId, messages);
+      const { actor, startsTurn } = this.actorFor(session, request.userId, messages, plan.generation);
       const snapshot = await this.drive(actor, startsTurn ? null : messages, handlers.signal);
       const { failure, reason } = snapshot.context;
       const cancelled = reason === 'cancelled';
@@ -442,11 +492,17 @@ export class Supervisor {
    * actor whose graph starts in an agent state takes the turn's messages as input and
    * `startsTurn` is true; every other actor is sent the turn as a `user.message`.
    */
-  private actorFor(session: SessionRecord, userId: string, messages: ChatMessage[]): { actor: SessionActor; startsTurn: boolean } {
+  private actorFor(
+    session: SessionRecord,
+    userId: string,
+    messages: ChatMessage[],
+    generation: number,
+  ): { actor: SessionActor; startsTurn: boolean } {
     const cached = this.cache.get(session.sessionId);
     if (cached) {
       this.cache.delete(session.sessionId);
       cached.lastUsed = Date.now();
+      cached.generation = generation;
       this.cache.set(session.sessionId, cached);
       return { actor: cached.actor, startsTurn: false };
     }
@@ -457,7 +513,7 @@ export class Supervisor {
       ? createActor(this.machine, { snapshot: session.snapshot as Snapshot<unknown>, input, inspect })
       : createActor(this.machine, { input, inspect });
     this.observe(actor, session.sessionId, userId);
-    this.cache.set(session.sessionId, { actor, session, lastUsed: Date.now() });
+    this.cache.set(session.sessionId, { actor, session, lastUsed: Date.now(), generation });
     this.evictOverflow();
     return { actor, startsTurn };
   }

@@ -5,6 +5,7 @@ import type { DurableWriter } from './durable-writer.js';
 import type { EventBus } from './event-bus.js';
 import { sendWebhook } from './webhook-sender.js';
 import { signedPayloadText, type UnsignedWebhookPayload, type WebhookEventType } from './webhook-signature.js';
+import { newHolderId } from './process-identity.js';
 
 /** Retry, time-out and target settings of the dispatcher (config `webhooks.*`). */
 export type WebhookSettings = {
@@ -15,6 +16,11 @@ export type WebhookSettings = {
   maxBackoffMs: number;
   timeoutMs: number;
   pollMs: number;
+  /**
+   * How long a claim on a delivery holds; another process takes the delivery over after it
+   * (its claimant died). Must exceed `timeoutMs`; by default `timeoutMs` + 30 s.
+   */
+  claimLeaseMs?: number;
 };
 
 /** What the dispatcher is built from. */
@@ -31,6 +37,8 @@ const OPERATION_PREFIX = 'webhooks:';
 const REFRESH_MS = 5000;
 /** Deliveries attempted per round of the delivery loop. */
 const BATCH = 50;
+/** What the default claim lease adds to the delivery time-out (name resolution, recording the outcome). */
+const CLAIM_MARGIN_MS = 30_000;
 
 /** A new delivery id: `dlv_` and 24 hex digits. */
 export function newDeliveryId(): string {
@@ -46,8 +54,20 @@ export function backoffMs(attempts: number, settings: Pick<WebhookSettings, 'ini
  * Turns runtime events into signed deliveries in the durable outbox (without waiting on the
  * database in the event path) and runs the delivery loop: in order per subscription and
  * agent, with exponential back-off, then `failed` after max attempts.
+ *
+ * Several processes (workers, instances) may each run one on the same database. Each enqueues
+ * the events of its own turns; each delivery is attempted only by the process that claimed it
+ * in the database, and per (subscription, agent) only the oldest pending one can be claimed,
+ * so order holds across processes. A claim lapses after `claimLeaseMs` (its process died) and
+ * another process sends the delivery again: the one case, besides a receiver answering after
+ * the time-out, where a receiver sees an `X-Webhook-Id` twice. Subscriptions are cached per
+ * process: one created, changed or deleted through another process is seen here within
+ * REFRESH_MS (the outbox only takes rows of subscriptions that exist and are active).
  */
 export class WebhookDispatcher {
+  /** This dispatcher, as the claims in the outbox name it. */
+  private readonly holder = newHolderId();
+  private readonly claimLeaseMs: number;
   private subscriptions: WebhookSubscription[] = [];
   private readonly unsubscribe: Array<() => void> = [];
   private timer: NodeJS.Timeout | undefined;
@@ -56,7 +76,11 @@ export class WebhookDispatcher {
   private stopped = true;
   private readonly aborter = new AbortController();
 
-  constructor(private readonly deps: WebhookDispatcherDeps) {}
+  constructor(private readonly deps: WebhookDispatcherDeps) {
+    const { timeoutMs, claimLeaseMs = timeoutMs + CLAIM_MARGIN_MS } = deps.settings;
+    if (claimLeaseMs <= timeoutMs) throw new RangeError(`the webhook claim lease (${claimLeaseMs} ms) must exceed the delivery time-out (${timeoutMs} ms)`);
+    this.claimLeaseMs = claimLeaseMs;
+  }
 
   /** Loads the active subscriptions, listens to the event bus, and starts the delivery loop. */
   async start(): Promise<void> {
@@ -102,13 +126,19 @@ export class WebhookDispatcher {
     this.lastRefresh = Date.now();
   }
 
-  /** Stops listening and the loop; waits for the round in flight (an aborted attempt stays pending). */
+  /**
+   * Stops listening and the loop. The attempts in flight may finish for one delivery time-out
+   * (their outcome is recorded), then are cut off; an attempt cut off, and every delivery not
+   * attempted, stays pending with its claim given back, for the next run or another process.
+   */
   async stop(): Promise<void> {
     this.stopped = true;
     for (const off of this.unsubscribe.splice(0)) off();
     clearTimeout(this.timer);
-    this.aborter.abort();
+    // Name resolution is not bounded by the request's own time-out.
+    const cutOff = setTimeout(() => this.aborter.abort(), this.deps.settings.timeoutMs);
     await this.round;
+    clearTimeout(cutOff);
   }
 
   /** Signs the event for each listening subscription and queues the outbox insert; never awaits. */
@@ -124,7 +154,7 @@ export class WebhookDispatcher {
       payload: signedPayloadText(subscription.secret, payload),
     }));
     this.deps.writer.write(WRITER_KEY, `${OPERATION_PREFIX} enqueue ${mapped.event}`, () => this.deps.store.enqueue(rows)).catch((error: unknown) => {
-      // A subscription deleted meanwhile (foreign key) or the writer closed: the event is dropped.
+      // The writer closed, or a subscription was deleted in that very instant: the event is dropped.
       this.deps.logger.warn(`webhook event ${mapped.event} not queued: ${(error as Error).message}`);
     });
   }
@@ -136,14 +166,26 @@ export class WebhookDispatcher {
     }, delayMs);
   }
 
-  /** One round: the due head of every (subscription, agent), sent in parallel. True when something was sent. */
+  /** One round: the due heads this process could claim, sent in parallel. True when something was claimed. */
   private async runRound(): Promise<boolean> {
     try {
       if (Date.now() - this.lastRefresh > REFRESH_MS) await this.refresh();
-      const due = await this.deps.store.dueHeads(new Date(), BATCH);
-      if (due.length === 0 || this.stopped) return false;
+      const due = await this.deps.store.claimDueHeads(this.holder, this.claimLeaseMs, BATCH);
+      if (due.length === 0) return false;
+      if (this.stopped) {
+        await this.release(due);
+        return false;
+      }
       const secrets = new Map(this.subscriptions.map((subscription) => [subscription.id, subscription]));
-      await Promise.all(due.map((delivery) => this.attempt(delivery, secrets.get(delivery.subscriptionId))));
+      // Every attempt settles before the round ends, so stop() never returns with one in flight.
+      await Promise.all(
+        due.map((delivery) =>
+          this.attempt(delivery, secrets.get(delivery.subscriptionId)).catch((error: unknown) => {
+            // The outcome was not recorded: the claim lapses and the delivery is attempted again.
+            this.deps.logger.warn(`webhook delivery ${delivery.deliveryId} not recorded: ${(error as Error).message}`);
+          }),
+        ),
+      );
       return true;
     } catch (error) {
       this.deps.logger.warn(`webhook delivery round failed: ${(error as Error).message}`);
@@ -153,28 +195,38 @@ export class WebhookDispatcher {
 
   private async attempt(delivery: WebhookDelivery, cached: WebhookSubscription | undefined): Promise<void> {
     const subscription = cached ?? (await this.deps.store.getSubscription(delivery.subscriptionId));
-    if (!subscription) return;
+    if (!subscription) return this.release([delivery]); // deleted meanwhile: its deliveries go with it
     const { settings } = this.deps;
     const body = JSON.parse(delivery.payload) as { timestamp: string };
     const result = await sendWebhook(
       { url: subscription.url, secret: subscription.secret, deliveryId: delivery.deliveryId, event: delivery.event, timestamp: body.timestamp, body: delivery.payload },
       { allowHttp: settings.allowHttp, allowPrivateTargets: settings.allowPrivateTargets, timeoutMs: settings.timeoutMs, signal: this.aborter.signal },
     );
-    if (this.aborter.signal.aborted && !result.ok) return; // shutting down: left pending, sent again after restart
-    const now = new Date();
+    if (this.aborter.signal.aborted && !result.ok) return this.release([delivery]); // cut off at shutdown: sent again later
     if (result.ok) {
-      await this.deps.store.markDelivered(delivery.seq, result.status!, now);
+      const recorded = await this.deps.store.markDelivered(delivery.seq, this.holder, result.status!);
+      if (!recorded) this.warnTakenOver(delivery);
       return;
     }
     const attempts = delivery.attempts + 1;
     const failed = attempts >= settings.maxAttempts;
-    await this.deps.store.markFailedAttempt(delivery.seq, {
+    const recorded = await this.deps.store.markFailedAttempt(delivery.seq, this.holder, {
       attempts,
       failed,
-      nextAttemptAt: new Date(now.getTime() + backoffMs(attempts, settings)),
+      retryAfterMs: backoffMs(attempts, settings),
       lastStatus: result.status,
       lastError: result.error ?? 'failed',
     });
-    if (failed) this.deps.logger.warn(`webhook delivery ${delivery.deliveryId} failed after ${attempts} attempts: ${result.error}`);
+    if (!recorded) this.warnTakenOver(delivery);
+    else if (failed) this.deps.logger.warn(`webhook delivery ${delivery.deliveryId} failed after ${attempts} attempts: ${result.error}`);
+  }
+
+  /** Gives back claims, the deliveries left pending as they were; should that fail, the claims lapse. */
+  private async release(deliveries: WebhookDelivery[]): Promise<void> {
+    await this.deps.store.releaseClaims(deliveries.map((delivery) => delivery.seq), this.holder);
+  }
+
+  private warnTakenOver(delivery: WebhookDelivery): void {
+    this.deps.logger.warn(`webhook delivery ${delivery.deliveryId}: its claim lapsed and another process took it over; this attempt's outcome is not recorded`);
   }
 }

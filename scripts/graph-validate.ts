@@ -1,14 +1,15 @@
-// `npm run graph:validate -- [file] [--mermaid] [--html <out.html>]`: checks a state graph file
-// (default config/default-graph.yaml; `.json` is read as JSON, anything else as YAML).
-// A bad graph: every problem on stderr, exit 1. A good one: a summary, exit 0; `--mermaid`
-// prints Mermaid text instead, `--html` also writes a standalone page drawing the graph.
+// `npm run graph:validate -- [file] [--mermaid] [--html <out.html>] [--svg <out.svg>]`: checks a
+// state graph file (default config/default-graph.yaml; `.json` is read as JSON, anything else as
+// YAML). A bad graph: every problem on stderr, exit 1. A good one: a summary, exit 0; `--mermaid`
+// prints Mermaid text instead, `--html` also writes a standalone page drawing the graph, `--svg`
+// the drawing alone as a standalone SVG file.
 import { readFile, writeFile } from 'node:fs/promises';
 import { basename, extname } from 'node:path';
 import { parseArgs } from 'node:util';
-import { formatProblem, parseGraphText, STATE_TYPES, successorsOf, toHtmlPage, toMermaid } from '../machines/index.js';
+import { formatProblem, parseGraphText, STATE_TYPES, successorsOf, toHtmlPage, toMermaid, toSvg } from '../machines/index.js';
 import type { StateGraph } from '../machines/index.js';
 
-const USAGE = 'usage: npm run graph:validate -- [file] [--mermaid] [--html <out.html>]';
+const USAGE = 'usage: npm run graph:validate -- [file] [--mermaid] [--html <out.html>] [--svg <out.svg>]';
 const DEFAULT_FILE = 'config/default-graph.yaml';
 
 function summary(file: string, graph: StateGraph): string {
@@ -29,7 +30,7 @@ async function main(argv: string[]): Promise<number> {
     parsed = parseArgs({
       args: argv,
       allowPositionals: true,
-      options: { mermaid: { type: 'boolean' }, html: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+      options: { mermaid: { type: 'boolean' }, html: { type: 'string' }, svg: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
     });
   } catch (error) {
     console.error(`graph:validate: ${(error as Error).message}\n${USAGE}`);
@@ -65,14 +66,19 @@ async function main(argv: string[]): Promise<number> {
   const note = values.mermaid ? console.error : console.log;
   if (values.mermaid) process.stdout.write(toMermaid(result.graph));
   else note(summary(file, result.graph));
-  if (values.html !== undefined) {
+  const drawings: Array<[string | undefined, () => string]> = [
+    [values.html, () => toHtmlPage(result.graph, { title: `State graph: ${basename(file)}` })],
+    [values.svg, () => `${toSvg(result.graph)}\n`],
+  ];
+  for (const [out, draw] of drawings) {
+    if (out === undefined) continue;
     try {
-      await writeFile(values.html, toHtmlPage(result.graph, { title: `State graph: ${basename(file)}` }));
+      await writeFile(out, draw());
     } catch (error) {
-      console.error(`graph:validate: cannot write ${values.html}: ${(error as Error).message}`);
+      console.error(`graph:validate: cannot write ${out}: ${(error as Error).message}`);
       return 1;
     }
-    note(`wrote ${values.html}`);
+    note(`wrote ${out}`);
   }
   return 0;
 }

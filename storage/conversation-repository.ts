@@ -38,7 +38,8 @@ export function createConversationRepository(db: Kysely<DatabaseSchema>): Conver
       const count = rowLimit(options.limit);
       if (count === 0) return [];
       let query = db.selectFrom('conversations').selectAll().where('session_id', '=', sessionId);
-      if (options.afterId !== undefined) query = query.where('id', '>', options.afterId);
+      // As bigint: an id past the integer column's range matches nothing rather than failing.
+      if (options.afterId !== undefined) query = query.where('id', '>', sql<number>`${options.afterId}::bigint`);
       const rows = await query.orderBy('id', 'asc').limit(count).execute();
       return rows.map(toRecord);
     },

@@ -27,6 +27,26 @@ export type SessionsTable = {
   deleted_at: Date | null;
 };
 
+/** The `session_leases` table: which process runs a session's turns, until when. */
+export type SessionLeasesTable = {
+  session_id: string;
+  holder: string;
+  /** bigint: read back as a string by `pg`. */
+  generation: ColumnType<string | number, number | undefined, number>;
+  expires_at: Date;
+};
+
+/** The `session_transitions` table: each transition a session's actor took, in order. */
+export type SessionTransitionsTable = {
+  /** bigint identity: drivers may return it as a string. */
+  id: ColumnType<string | number, never, never>;
+  session_id: string;
+  at: Date;
+  from_state: string;
+  to_state: string;
+  reason: string | null;
+};
+
 /** The `memories` table (only present when long-term memory is on). */
 export type MemoriesTable = {
   id: Generated<number>;
@@ -91,12 +111,17 @@ export type WebhookDeliveriesTable = {
   last_error: string | null;
   created_at: CreatedTimestamp;
   delivered_at: Date | null;
+  /** The process sending this delivery now, and until when its claim holds (null: nobody). */
+  claimed_by: string | null;
+  claimed_until: Date | null;
 };
 
 /** Every table the service's Kysely instance knows. */
 export type DatabaseSchema = {
   conversations: ConversationsTable;
   sessions: SessionsTable;
+  session_leases: SessionLeasesTable;
+  session_transitions: SessionTransitionsTable;
   memories: MemoriesTable;
   oauth_tokens: OAuthTokensTable;
   oauth_states: OAuthStatesTable;

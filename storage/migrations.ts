@@ -136,6 +136,52 @@ export const coreMigrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0004_session_leases': {
+    async up(db: Kysely<any>) {
+      // One row per session ever leased: who may run its turns until when. `generation` counts
+      // acquisitions, so a process can tell that nobody else held the session since its last turn.
+      await db.schema
+        .createTable('session_leases')
+        .ifNotExists()
+        .addColumn('session_id', 'varchar(255)', (column) => column.primaryKey())
+        .addColumn('holder', 'varchar(128)', (column) => column.notNull())
+        .addColumn('generation', 'bigint', (column) => column.notNull().defaultTo(1))
+        .addColumn('expires_at', 'timestamptz', (column) => column.notNull())
+        .execute();
+    },
+  },
+  '0005_session_transitions': {
+    async up(db: Kysely<any>) {
+      // Every transition of every session, in the order taken: a session's log is a range scan.
+      await db.schema
+        .createTable('session_transitions')
+        .ifNotExists()
+        .addColumn('id', 'bigint', (column) => column.generatedByDefaultAsIdentity().primaryKey())
+        .addColumn('session_id', 'varchar(255)', (column) => column.notNull())
+        .addColumn('at', 'timestamptz', (column) => column.notNull())
+        .addColumn('from_state', 'varchar(255)', (column) => column.notNull())
+        .addColumn('to_state', 'varchar(255)', (column) => column.notNull())
+        .addColumn('reason', 'text')
+        .execute();
+      await db.schema
+        .createIndex('session_transitions_session_id_id_idx')
+        .ifNotExists()
+        .on('session_transitions')
+        .columns(['session_id', 'id'])
+        .execute();
+    },
+  },
+  '0006_webhook_claims': {
+    async up(db: Kysely<any>) {
+      // Which process is sending a delivery, until when: with several processes on one database
+      // only the claimant attempts it, and the claim of a process that died lapses.
+      await db.schema
+        .alterTable('webhook_deliveries')
+        .addColumn('claimed_by', 'varchar(128)')
+        .addColumn('claimed_until', 'timestamptz')
+        .execute();
+    },
+  },
 };
 
 /**

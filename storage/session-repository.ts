@@ -1,8 +1,8 @@
 import { sql } from 'kysely';
-import type { Kysely, Selectable } from 'kysely';
-import type { NewConversationRecord, SessionProgress, SessionRecord, SessionStore } from '../runtime/ports.js';
+import type { Kysely, QueryCreator, Selectable } from 'kysely';
+import type { NewConversationRecord, SessionProgress, SessionRecord, SessionStore, StoredTransition } from '../runtime/ports.js';
 import { toConversationRow } from './conversation-repository.js';
-import type { DatabaseSchema, SessionsTable } from './database-schema.js';
+import type { DatabaseSchema, SessionsTable, SessionTransitionsTable } from './database-schema.js';
 import { rowLimit } from './row-limit.js';
 
 function progressValues(progress: SessionProgress) {
@@ -15,8 +15,45 @@ function progressValues(progress: SessionProgress) {
   };
 }
 
+/**
+ * Inserts the progress's transition log (none: no rows) in its order, unless the session is
+ * deleted or its stored transition count already reached the progress's (a retry of a write
+ * that did commit). As a CTE it sees the session row as it was before the statement.
+ */
+function transitionLogInsert(creator: QueryCreator<DatabaseSchema>, sessionId: string, progress: SessionProgress) {
+  const entries = (progress.transitionLog ?? []).map((entry) => ({ at: entry.at, from_state: entry.from, to_state: entry.to, reason: entry.reason }));
+  // One parameter whatever the log's length, and an empty log is simply no rows.
+  const log = sql<{ at: Date; from_state: string; to_state: string; reason: string | null; position: number }>`rows from (jsonb_to_recordset(${JSON.stringify(entries)}::jsonb) as (at timestamptz, from_state varchar, to_state varchar, reason text)) with ordinality`;
+  return creator
+    .insertInto('session_transitions')
+    .columns(['session_id', 'at', 'from_state', 'to_state', 'reason'])
+    .expression(
+      creator
+        .selectFrom(log.as<'log'>(sql`log(at, from_state, to_state, reason, position)`))
+        .select((eb) => [eb.val(sessionId).as('session_id'), 'log.at', 'log.from_state', 'log.to_state', 'log.reason'])
+        .where((eb) =>
+          eb.exists(
+            eb
+              .selectFrom('sessions')
+              .select('session_id')
+              .where('session_id', '=', sessionId)
+              .where('deleted_at', 'is', null)
+              .where('transitions', '<', progress.transitions),
+          ),
+        )
+        // Identity values follow the order the rows are inserted in.
+        .orderBy('log.position'),
+    );
+}
+
+/** One statement: the progress on the session row and its transition log. */
 function progressUpdate(db: Kysely<DatabaseSchema>, sessionId: string, progress: SessionProgress) {
-  return db.updateTable('sessions').set(progressValues(progress)).where('session_id', '=', sessionId).where('deleted_at', 'is', null);
+  return db
+    .with('logged', (cte) => transitionLogInsert(cte, sessionId, progress))
+    .updateTable('sessions')
+    .set(progressValues(progress))
+    .where('session_id', '=', sessionId)
+    .where('deleted_at', 'is', null);
 }
 
 /** The sessions table behind the runtime's SessionStore port. */
@@ -65,14 +102,10 @@ export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStor
         await progressUpdate(db, sessionId, progress).execute();
         return;
       }
-      // One statement: the rows and the progress commit together, in one round trip.
+      // One statement: the rows, the transition log and the progress commit together, in one round trip.
       await db
-        .with('stored', (cte) =>
-          cte
-            .insertInto('conversations')
-            .values(records.map(toConversationRow))
-            .returning('id'),
-        )
+        .with('logged', (cte) => transitionLogInsert(cte, sessionId, progress))
+        .with('stored', (cte) => cte.insertInto('conversations').values(records.map(toConversationRow)).returning('id'))
         .updateTable('sessions')
         .set(progressValues(progress))
         .where('session_id', '=', sessionId)
@@ -99,6 +132,20 @@ export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStor
         .where('session_id', '=', sessionId)
         .execute();
     },
+
+    async listTransitions(sessionId: string, options: { afterId?: number; limit: number }): Promise<StoredTransition[]> {
+      const count = rowLimit(options.limit);
+      if (count === 0) return [];
+      let query = db.selectFrom('session_transitions').selectAll().where('session_id', '=', sessionId);
+      if (options.afterId !== undefined) query = query.where('id', '>', options.afterId);
+      const rows = await query.orderBy('id', 'asc').limit(count).execute();
+      return rows.map(toTransition);
+    },
+
+    async deleteTransitions(sessionId: string): Promise<number> {
+      const result = await db.deleteFrom('session_transitions').where('session_id', '=', sessionId).executeTakeFirst();
+      return Number(result.numDeletedRows);
+    },
   };
 }
 
@@ -114,4 +161,8 @@ function toRecord(row: Selectable<SessionsTable>): SessionRecord {
     transitions: row.transitions,
     deletedAt: row.deleted_at,
   };
+}
+
+function toTransition(row: Selectable<SessionTransitionsTable>): StoredTransition {
+  return { id: Number(row.id), at: row.at, from: row.from_state, to: row.to_state, reason: row.reason };
 }

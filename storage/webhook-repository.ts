@@ -37,10 +37,14 @@ export type WebhookDelivery = {
 /** A delivery to add to the outbox. */
 export type NewWebhookDelivery = Pick<WebhookDelivery, 'deliveryId' | 'subscriptionId' | 'agentId' | 'event' | 'payload'>;
 
-/** The outcome of one failed attempt. */
-export type WebhookAttemptFailure = { attempts: number; failed: boolean; nextAttemptAt: Date; lastStatus: number | null; lastError: string };
+/** The outcome of one failed attempt: the next one is due `retryAfterMs` from now (the database's clock). */
+export type WebhookAttemptFailure = { attempts: number; failed: boolean; retryAfterMs: number; lastStatus: number | null; lastError: string };
 
-/** Subscriptions and the delivery outbox. */
+/**
+ * Subscriptions and the delivery outbox. Several processes may share it: a delivery is
+ * attempted only by the process that claimed it (`holder`), and an attempt's outcome is
+ * written only while that process still holds the claim.
+ */
 export type WebhookStore = {
   createSubscription(input: { id: string; url: string; events: string[]; secret: string; active: boolean }): Promise<WebhookSubscription>;
   listSubscriptions(): Promise<WebhookSubscription[]>;
@@ -48,6 +52,7 @@ export type WebhookStore = {
   setActive(id: string, active: boolean): Promise<WebhookSubscription | undefined>;
   deleteSubscription(id: string): Promise<boolean>;
   activeSubscriptions(): Promise<WebhookSubscription[]>;
+  /** Adds the deliveries whose subscription still exists and is active (another process may have changed it). */
   enqueue(deliveries: NewWebhookDelivery[]): Promise<void>;
   /** One subscription's deliveries, newest first, older than the cursor `after` (a delivery id). */
   listDeliveries(subscriptionId: string, options: { limit: number; after?: string }): Promise<WebhookDelivery[]>;
@@ -55,12 +60,20 @@ export type WebhookStore = {
   /** Puts a delivery back to pending with fresh attempts. */
   requeue(subscriptionId: string, deliveryId: string): Promise<WebhookDelivery | undefined>;
   /**
-   * The oldest pending delivery of every (subscription, agent) whose attempt is due: a later
-   * delivery of the same agent is never returned while an earlier one is pending.
+   * Claims for `holder`, for `leaseMs`, in one statement, the oldest pending delivery of every
+   * (subscription, agent) whose attempt is due and which nobody holds (or whose claim lapsed).
+   * A later delivery of the same agent is never returned while an earlier one is pending, so
+   * across all processes at most one delivery per (subscription, agent) is in flight.
    */
-  dueHeads(now: Date, limit: number): Promise<WebhookDelivery[]>;
-  markDelivered(seq: number, status: number, at: Date): Promise<void>;
-  markFailedAttempt(seq: number, failure: WebhookAttemptFailure): Promise<void>;
+  claimDueHeads(holder: string, leaseMs: number, limit: number): Promise<WebhookDelivery[]>;
+  /** Records a 2xx and clears the claim; false (nothing written) when `holder` no longer holds it. */
+  markDelivered(seq: number, holder: string, status: number): Promise<boolean>;
+  /** Records a failed attempt and clears the claim; false (nothing written) when `holder` no longer holds it. */
+  markFailedAttempt(seq: number, holder: string, failure: WebhookAttemptFailure): Promise<boolean>;
+  /** Gives back claims of `holder` without an attempt: the deliveries stay pending as they were. */
+  releaseClaims(seqs: number[], holder: string): Promise<void>;
+  /** How many deliveries are pending (the backlog, for /metrics); read from the status index. */
+  countPending(): Promise<number>;
 };
 
 /** The webhook tables behind the WebhookStore. */
@@ -107,18 +120,15 @@ export function createWebhookRepository(db: Kysely<DatabaseSchema>): WebhookStor
 
     async enqueue(deliveries) {
       if (deliveries.length === 0) return;
-      await db
-        .insertInto('webhook_deliveries')
-        .values(
-          deliveries.map((delivery) => ({
-            delivery_id: delivery.deliveryId,
-            subscription_id: delivery.subscriptionId,
-            agent_id: delivery.agentId,
-            event: delivery.event,
-            payload: delivery.payload,
-          })),
-        )
-        .execute();
+      const rows = deliveries.map(
+        (delivery) => sql`(${delivery.deliveryId}, ${delivery.subscriptionId}, ${delivery.agentId}, ${delivery.event}, ${delivery.payload})`,
+      );
+      // The subscriptions the caller knows may be a few seconds old (another process changed them).
+      await sql`
+        insert into webhook_deliveries (delivery_id, subscription_id, agent_id, event, payload)
+        select v.delivery_id, v.subscription_id, v.agent_id, v.event, v.payload
+        from (values ${sql.join(rows)}) as v (delivery_id, subscription_id, agent_id, event, payload)
+        join webhook_subscriptions s on s.id = v.subscription_id and s.active`.execute(db);
     },
 
     async listDeliveries(subscriptionId, options) {
@@ -152,41 +162,84 @@ export function createWebhookRepository(db: Kysely<DatabaseSchema>): WebhookStor
       return row && toDelivery(row);
     },
 
-    async dueHeads(now, limit) {
+    async claimDueHeads(holder, leaseMs, limit) {
+      // The outer conditions are checked again on the newest row version when another process
+      // claimed or finished the row meanwhile, so of racing claims exactly one gets the row.
       const { rows } = await sql<Selectable<WebhookDeliveriesTable>>`
-        select * from (
-          select distinct on (d.subscription_id, coalesce(d.agent_id, '')) d.*
-          from webhook_deliveries d
-          join webhook_subscriptions s on s.id = d.subscription_id and s.active
-          where d.status = 'pending'
-          order by d.subscription_id, coalesce(d.agent_id, ''), d.id
-        ) heads
-        where heads.next_attempt_at <= ${now}
-        order by heads.id
-        limit ${limit}`.execute(db);
-      return rows.map(toDelivery);
+        update webhook_deliveries d
+        set claimed_by = ${holder}, claimed_until = now() + ${leaseMs} * interval '1 millisecond'
+        where d.id in (
+          select heads.id from (
+            select distinct on (p.subscription_id, coalesce(p.agent_id, '')) p.id, p.next_attempt_at, p.claimed_until
+            from webhook_deliveries p
+            join webhook_subscriptions s on s.id = p.subscription_id and s.active
+            where p.status = 'pending'
+            order by p.subscription_id, coalesce(p.agent_id, ''), p.id
+          ) heads
+          where heads.next_attempt_at <= now() and (heads.claimed_until is null or heads.claimed_until < now())
+          order by heads.id
+          limit ${limit}
+        )
+          and d.status = 'pending'
+          and d.next_attempt_at <= now()
+          and (d.claimed_until is null or d.claimed_until < now())
+        returning d.*`.execute(db);
+      return rows.map(toDelivery).sort((a, b) => a.seq - b.seq);
     },
 
-    async markDelivered(seq, status, at) {
-      await db
+    async markDelivered(seq, holder, status) {
+      const result = await db
         .updateTable('webhook_deliveries')
-        .set((eb) => ({ status: 'delivered', attempts: eb('attempts', '+', 1), last_status: status, last_error: null, delivered_at: at }))
+        .set((eb) => ({
+          status: 'delivered',
+          attempts: eb('attempts', '+', 1),
+          last_status: status,
+          last_error: null,
+          delivered_at: sql<Date>`now()`,
+          claimed_by: null,
+          claimed_until: null,
+        }))
         .where('id', '=', seq as never)
-        .execute();
+        .where('claimed_by', '=', holder)
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows) > 0;
     },
 
-    async markFailedAttempt(seq, failure) {
-      await db
+    async markFailedAttempt(seq, holder, failure) {
+      const result = await db
         .updateTable('webhook_deliveries')
         .set({
           status: failure.failed ? 'failed' : 'pending',
           attempts: failure.attempts,
-          next_attempt_at: failure.nextAttemptAt,
+          next_attempt_at: sql<Date>`now() + ${failure.retryAfterMs} * interval '1 millisecond'`,
           last_status: failure.lastStatus,
           last_error: failure.lastError.slice(0, 1000),
+          claimed_by: null,
+          claimed_until: null,
         })
         .where('id', '=', seq as never)
+        .where('claimed_by', '=', holder)
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows) > 0;
+    },
+
+    async releaseClaims(seqs, holder) {
+      if (seqs.length === 0) return;
+      await db
+        .updateTable('webhook_deliveries')
+        .set({ claimed_by: null, claimed_until: null })
+        .where('id', 'in', seqs as never[])
+        .where('claimed_by', '=', holder)
         .execute();
+    },
+
+    async countPending() {
+      const row = await db
+        .selectFrom('webhook_deliveries')
+        .select(sql<number>`count(*)::int`.as('pending'))
+        .where('status', '=', 'pending')
+        .executeTakeFirstOrThrow();
+      return row.pending;
     },
   };
 }

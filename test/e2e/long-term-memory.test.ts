@@ -1,10 +1,8 @@
-import { PGlite } from '@electric-sql/pglite';
-import { vector } from '@electric-sql/pglite-pgvector';
-import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { expect } from 'chai';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
 import { loadConfig } from '../../config/load-config.js';
 import { startService } from '../../gateway/service.js';
+import { servePgliteOverSocket } from '../support/databases.js';
 import { createServerSchema } from '../support/server-schema.js';
 import { startTestService, testLogger, type TestService } from '../support/service-harness.js';
 
@@ -27,26 +25,12 @@ function lastSystemText(llm: FakeLlm): string {
   return request.body.messages!.filter((message) => message.role === 'system').map((message) => String(message.content)).join('\n');
 }
 
-/** The pg + pgvector path: PGlite served over the PostgreSQL wire protocol. */
-async function pgliteOverSocket(): Promise<{ url: string; close(): Promise<void> }> {
-  const pglite = await PGlite.create('memory://', { extensions: { vector } });
-  const server = new PGLiteSocketServer({ db: pglite, host: '127.0.0.1', port: 0, maxConnections: 40 });
-  await server.start();
-  return {
-    url: `postgres://postgres:postgres@${server.getServerConn()}/postgres`,
-    close: async () => {
-      await server.stop();
-      await pglite.close();
-    },
-  };
-}
-
 const backends: Array<{ name: string; open(): Promise<{ env: NodeJS.ProcessEnv; close(): Promise<void> }> }> = [
   { name: 'embedded PGlite', open: async () => ({ env: {}, close: async () => {} }) },
   {
     name: 'pg driver to real pgvector (pglite-socket)',
     open: async () => {
-      const socket = await pgliteOverSocket();
+      const socket = await servePgliteOverSocket({ vector: true });
       return { env: { DB_URL: socket.url }, close: socket.close };
     },
   },

@@ -1,90 +1,17 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import { EVERYTHING_ENTRY } from '../support/mcp-fixtures.js';
 import { startTestService, type TestService } from '../support/service-harness.js';
 import { waitFor } from '../support/wait-for.js';
+import { WebhookReceiver } from '../support/webhook-receiver.js';
 
 /** The operator's key: the webhook endpoints always need one. */
 const API_KEY = 'sk-webhook-operator';
 
 const SECRET = 'whsec_0123456789abcdef-test';
 const SUM_REQUEST = 'Add them up [[tool:everything__get-sum {"a":2,"b":3}]]';
-
-/** One request the receiver got. */
-type Received = { id: string; event: string; timestamp: string; headers: IncomingHttpHeaders; raw: string; payload: Record<string, unknown>; answered: number };
-
-/** Independent verification (what a receiver does): HMAC-SHA256, hex, `sha256=`, constant time. */
-function hmac(secret: string, text: string): string {
-  return `sha256=${createHmac('sha256', secret).update(text, 'utf8').digest('hex')}`;
-}
-function sameSignature(expected: string, given: unknown): boolean {
-  if (typeof given !== 'string') return false;
-  const a = Buffer.from(expected);
-  const b = Buffer.from(given);
-  return a.length === b.length && timingSafeEqual(a, b);
-}
-
-/** A real HTTP receiver on 127.0.0.1 that checks every signature and can fail on purpose. */
-class Receiver {
-  readonly received: Received[] = [];
-  readonly badSignatures: string[] = [];
-  failNext = 0;
-  private server: Server | undefined;
-  port = 0;
-
-  async start(port = 0): Promise<void> {
-    this.server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (chunk: Buffer) => chunks.push(chunk));
-      req.on('end', () => {
-        const raw = Buffer.concat(chunks).toString('utf8');
-        const payload = JSON.parse(raw) as Record<string, unknown>;
-        // The documented canonical bytes: {event, timestamp, agent_id, data} as JSON, no signature.
-        const canonical = JSON.stringify({ event: payload.event, timestamp: payload.timestamp, agent_id: payload.agent_id, data: payload.data });
-        if (!sameSignature(hmac(SECRET, canonical), payload.signature)) this.badSignatures.push(`payload ${raw}`);
-        if (!sameSignature(hmac(SECRET, raw), req.headers['x-webhook-signature-256'])) this.badSignatures.push(`header ${raw}`);
-        if (req.headers['x-webhook-timestamp'] !== payload.timestamp) this.badSignatures.push(`timestamp ${raw}`);
-        if (req.headers['x-webhook-event'] !== payload.event) this.badSignatures.push(`event ${raw}`);
-        const answered = this.failNext > 0 ? 500 : 204;
-        if (this.failNext > 0) this.failNext -= 1;
-        this.received.push({
-          id: String(req.headers['x-webhook-id']),
-          event: String(payload.event),
-          timestamp: String(payload.timestamp),
-          headers: req.headers,
-          raw,
-          payload,
-          answered,
-        });
-        res.statusCode = answered;
-        res.end();
-      });
-    });
-    await new Promise<void>((resolve, reject) => {
-      this.server!.once('error', reject);
-      this.server!.listen(port, '127.0.0.1', () => resolve());
-    });
-    this.port = (this.server.address() as AddressInfo).port;
-  }
-
-  /** The deliveries acknowledged with a 2xx, in arrival order. */
-  get acknowledged(): Received[] {
-    return this.received.filter((entry) => entry.answered < 300);
-  }
-
-  async stop(): Promise<void> {
-    const server = this.server;
-    this.server = undefined;
-    if (!server) return;
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  }
-}
 
 async function api(harness: TestService, method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
   const response = await fetch(`${harness.baseURL}${path}`, {
@@ -177,7 +104,7 @@ describe('Webhooks', function () {
     let folder: string;
     let env: NodeJS.ProcessEnv;
     let harness: TestService;
-    const receiver = new Receiver();
+    const receiver = new WebhookReceiver(SECRET);
     let webhookId: string;
 
     before(async () => {

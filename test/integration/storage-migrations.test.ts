@@ -5,7 +5,15 @@ import type { MigrateOptions } from '../../storage/index.js';
 import { databaseTargets } from '../support/databases.js';
 import type { TestDatabase } from '../support/databases.js';
 
-const CORE = ['core/0001_conversations_and_sessions', 'core/0002_oauth', 'core/0003_webhooks'];
+const CORE_NAMES = [
+  '0001_conversations_and_sessions',
+  '0002_oauth',
+  '0003_webhooks',
+  '0004_session_leases',
+  '0005_session_transitions',
+  '0006_webhook_claims',
+];
+const CORE = CORE_NAMES.map((name) => `core/${name}`);
 const MEMORY = ['memory/0001_memories'];
 
 for (const target of databaseTargets()) {
@@ -28,7 +36,7 @@ for (const target of databaseTargets()) {
 
       expect([...first.applied, ...second.applied].sort()).to.deep.equal([...expected].sort());
       const { rows } = await sql<{ name: string }>`select name from kysely_migration`.execute(database.db);
-      expect(rows.map((row) => row.name)).to.deep.equal(['0001_conversations_and_sessions', '0002_oauth', '0003_webhooks']);
+      expect(rows.map((row) => row.name)).to.deep.equal(CORE_NAMES);
     });
 
     it('applies nothing when the schema is already current', async () => {

@@ -43,6 +43,20 @@ export function pgliteTemplate(withVector: boolean): Promise<Blob> {
   return template;
 }
 
+/** A fresh PGlite served over the PostgreSQL wire protocol: what the `pg` driver (DB_URL) sees as a server. */
+export async function servePgliteOverSocket(options: { vector?: boolean } = {}): Promise<{ url: string; close(): Promise<void> }> {
+  const pglite = await PGlite.create('memory://', options.vector ? { extensions: { vector } } : {});
+  const server = new PGLiteSocketServer({ db: pglite, host: '127.0.0.1', port: 0, maxConnections: 40 });
+  await server.start();
+  return {
+    url: `postgres://postgres:postgres@${server.getServerConn()}/postgres`,
+    close: async () => {
+      await server.stop();
+      await pglite.close();
+    },
+  };
+}
+
 /** PGlite in memory and PGlite over pglite-socket always; the PostgreSQL server when TEST_DATABASE_URL is set. */
 export function databaseTargets(): DatabaseTarget[] {
   const targets: DatabaseTarget[] = [

@@ -34,6 +34,9 @@ export async function startTestService(options: { env?: NodeJS.ProcessEnv; llm?:
     APP_PORT: '0',
     LLM_BASE_URL: llm.url,
     DATA_DIR: 'memory://',
+    // Tests are not throttled unless they ask for limits.
+    LIMITS_REQUESTS_PER_MINUTE: '0',
+    LIMITS_CONCURRENT_REQUESTS: '0',
     ...options.env,
   });
   const service = await startService(config, testLogger());

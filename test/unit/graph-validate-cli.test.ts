@@ -123,6 +123,35 @@ describe('graph:validate CLI', () => {
     expect(html).to.include('data-state="agent_reply"');
   });
 
+  it('writes the drawing alone as a standalone SVG file when --svg is given', async () => {
+    const out = join(dir, 'graph.svg');
+    const run = await runCli(['--svg', out]);
+    expect(run.code).to.equal(0);
+    expect(run.stdout).to.include('config/default-graph.yaml: valid state graph');
+    expect(run.stdout).to.include(`wrote ${out}`);
+    const svg = await readFile(out, 'utf8');
+    expect(svg).to.match(/^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg" /);
+    expect(svg.trimEnd().endsWith('</svg>')).to.equal(true);
+    for (const state of ['ask_user', 'agent_reply', 'use_tool']) expect(svg).to.include(`data-state="${state}"`);
+  });
+
+  it('keeps stdout to the Mermaid text when --mermaid and --svg are given together', async () => {
+    const out = join(dir, 'piped.svg');
+    const run = await runCli(['--mermaid', '--svg', out]);
+    expect(run.code).to.equal(0);
+    expect(run.stdout.startsWith('stateDiagram-v2\n')).to.equal(true);
+    expect(run.stdout).not.to.include('wrote');
+    expect(run.stderr).to.include(`wrote ${out}`);
+    expect(await readFile(out, 'utf8')).to.match(/^<svg /);
+  });
+
+  it('exits 1 when the SVG file cannot be written', async () => {
+    const out = join(dir, 'no-such-folder', 'graph.svg');
+    const run = await runCli(['--svg', out]);
+    expect(run.code).to.equal(1);
+    expect(run.stderr).to.include(`cannot write ${out}`);
+  });
+
   it('exits 1 when the file cannot be read', async () => {
     const run = await runCli([join(dir, 'missing.yaml')]);
     expect(run.code).to.equal(1);

@@ -1,0 +1,313 @@
+// The session inspector page: sessions from /inspect/sessions, the state graph from
+// /inspect/graph.svg, live runtime events from /inspect/events (SSE read with fetch, so the
+// API key can go in the Authorization header), and a session's history from the agent API.
+
+const KEY_STORAGE = 'svc-agent.inspect.api-key';
+const RECONNECT_MS = 2000;
+const REFRESH_MS = 200;
+const HISTORY_PAGE = 100;
+
+const $ = (id) => document.getElementById(id);
+
+const page = {
+  key: sessionStorage.getItem(KEY_STORAGE),
+  sessions: [],
+  /** The chosen session and what is shown of it. */
+  selected: null,
+  lastTransitionId: null,
+  lastMessageId: null,
+  storedTransitions: [],
+  /** Transitions seen live and not stored yet (they are stored when the turn ends). */
+  liveTransitions: [],
+  /** History loads of one kind run one after the other. */
+  transitionsLoad: Promise.resolve(),
+  messagesLoad: Promise.resolve(),
+  refreshTimer: null,
+  stream: null,
+};
+
+/** A refused API key: the page asks for another. */
+class KeyRefused extends Error {}
+
+function headers() {
+  return page.key ? { Authorization: `Bearer ${page.key}` } : {};
+}
+
+async function errorMessage(response) {
+  try {
+    const body = await response.json();
+    return body?.error?.message ?? `HTTP ${response.status}`;
+  } catch {
+    return `HTTP ${response.status}`;
+  }
+}
+
+/** GET on one of the inspector's own data routes; a 401 means the key is missing or wrong. */
+async function inspectorData(path, as = 'json') {
+  const response = await fetch(path, { headers: headers() });
+  if (response.status === 401) throw new KeyRefused(await errorMessage(response));
+  if (!response.ok) throw new Error(await errorMessage(response));
+  return as === 'json' ? response.json() : response.text();
+}
+
+function askForKey(message) {
+  page.stream?.abort();
+  $('inspector').hidden = true;
+  $('key-form').hidden = false;
+  $('key-error').hidden = !message;
+  $('key-error').textContent = message ?? '';
+  $('key-input').focus();
+}
+
+$('key-form').addEventListener('submit', (event) => {
+  event.preventDefault();
+  page.key = $('key-input').value.trim();
+  sessionStorage.setItem(KEY_STORAGE, page.key);
+  $('key-input').value = '';
+  void open();
+});
+
+/** Loads the sessions and the graph, then follows the event stream; asks for a key when one is needed. */
+async function open() {
+  try {
+    await loadSessions();
+    const svg = await inspectorData('/inspect/graph.svg', 'text');
+    const drawing = new DOMParser().parseFromString(svg, 'image/svg+xml').documentElement;
+    $('graph').replaceChildren(document.importNode(drawing, true));
+  } catch (error) {
+    if (error instanceof KeyRefused) return askForKey(page.key ? error.message : null);
+    $('history-note').hidden = false;
+    $('history-note').textContent = `The inspector could not load: ${error.message}`;
+  }
+  $('key-form').hidden = true;
+  $('inspector').hidden = false;
+  if (page.selected) highlight(sessionById(page.selected)?.state);
+  followEvents();
+}
+
+async function loadSessions() {
+  const list = await inspectorData('/inspect/sessions');
+  page.sessions = list.data;
+  renderSessions();
+}
+
+function sessionById(id) {
+  return page.sessions.find((session) => session.id === id);
+}
+
+/** Many events in a row cost one reload of the list. */
+function refreshSessionsSoon() {
+  if (page.refreshTimer) return;
+  page.refreshTimer = setTimeout(() => {
+    page.refreshTimer = null;
+    loadSessions().catch((error) => {
+      if (error instanceof KeyRefused) askForKey(error.message);
+    });
+  }, REFRESH_MS);
+}
+
+function cell(text) {
+  const td = document.createElement('td');
+  td.textContent = text;
+  return td;
+}
+
+function timeOf(iso) {
+  return new Date(iso).toLocaleTimeString();
+}
+
+function renderSessions() {
+  const rows = page.sessions.map((session) => {
+    const row = document.createElement('tr');
+    row.dataset.sessionId = session.id;
+    row.classList.toggle('selected', session.id === page.selected);
+    row.append(
+      cell(session.id),
+      cell(session.user_id),
+      cell(session.state),
+      cell(session.status?.replaceAll('_', ' ') ?? 'stored'),
+      cell(String(session.transitions)),
+      cell(timeOf(session.last_active)),
+    );
+    row.addEventListener('click', () => select(session.id));
+    return row;
+  });
+  $('sessions').tBodies[0].replaceChildren(...rows);
+  $('sessions-empty').hidden = rows.length > 0;
+}
+
+function select(id) {
+  page.selected = id;
+  page.lastTransitionId = null;
+  page.lastMessageId = null;
+  page.storedTransitions = [];
+  page.liveTransitions = [];
+  $('session-title').textContent = `Session ${id}`;
+  $('history-note').hidden = true;
+  $('messages').replaceChildren();
+  renderSessions();
+  renderTransitions();
+  highlight(sessionById(id)?.state);
+  loadTransitions();
+  loadMessages();
+}
+
+/** Marks the state the session is in on the drawing, and the transition that led there. */
+function highlight(state, from) {
+  const graph = $('graph');
+  for (const node of graph.querySelectorAll('.state.current, .transition.taken')) node.classList.remove('current', 'taken');
+  if (!state) return;
+  graph.querySelector(`.state[data-state="${CSS.escape(state)}"]`)?.classList.add('current');
+  if (from) graph.querySelector(`.transition[data-from="${CSS.escape(from)}"][data-to="${CSS.escape(state)}"]`)?.classList.add('taken');
+}
+
+/** Every page of `/v1/agents/{id}/<kind>` after `after`, oldest first. */
+async function historyAfter(id, kind, after) {
+  const rows = [];
+  let cursor = after;
+  for (;;) {
+    const query = new URLSearchParams({ limit: String(HISTORY_PAGE) });
+    if (cursor !== null) query.set('after', String(cursor));
+    const response = await fetch(`/v1/agents/${encodeURIComponent(id)}/${kind}?${query}`, { headers: headers() });
+    if (!response.ok) throw new Error(await errorMessage(response));
+    const list = await response.json();
+    rows.push(...list.data);
+    if (!list.has_more || list.next_after === null || list.next_after === undefined) return rows;
+    cursor = list.next_after;
+  }
+}
+
+function showHistoryError(error) {
+  $('history-note').hidden = false;
+  $('history-note').textContent = `History not available: ${error.message}`;
+}
+
+/** Appends the transitions stored since the last load; as many live rows are now stored ones. */
+function loadTransitions() {
+  const id = page.selected;
+  page.transitionsLoad = page.transitionsLoad.then(async () => {
+    if (id !== page.selected) return;
+    try {
+      const rows = await historyAfter(id, 'transitions', page.lastTransitionId);
+      if (id !== page.selected) return;
+      page.storedTransitions.push(...rows);
+      page.liveTransitions.splice(0, rows.length);
+      if (rows.length > 0) page.lastTransitionId = rows.at(-1).id;
+      renderTransitions();
+    } catch (error) {
+      showHistoryError(error);
+    }
+  });
+}
+
+function renderTransitions() {
+  const row = (transition, live) => {
+    const tr = document.createElement('tr');
+    tr.classList.toggle('live', live);
+    tr.dataset.from = transition.from;
+    tr.dataset.to = transition.to;
+    tr.append(cell(timeOf(transition.at)), cell(transition.from), cell(transition.to), cell(transition.reason ?? ''));
+    return tr;
+  };
+  $('transitions').tBodies[0].replaceChildren(
+    ...page.storedTransitions.map((transition) => row(transition, false)),
+    ...page.liveTransitions.map((transition) => row(transition, true)),
+  );
+}
+
+/** Appends the messages stored since the last load. */
+function loadMessages() {
+  const id = page.selected;
+  page.messagesLoad = page.messagesLoad.then(async () => {
+    if (id !== page.selected) return;
+    try {
+      const rows = await historyAfter(id, 'messages', page.lastMessageId);
+      if (id !== page.selected || rows.length === 0) return;
+      page.lastMessageId = rows.at(-1).id;
+      $('messages').append(...rows.map(messageItem));
+    } catch (error) {
+      showHistoryError(error);
+    }
+  });
+}
+
+function messageItem(message) {
+  const item = document.createElement('li');
+  item.className = `message role-${message.role}`;
+  const role = document.createElement('span');
+  role.className = 'role';
+  role.textContent = message.role;
+  const content = document.createElement('div');
+  content.className = 'content';
+  content.textContent = typeof message.content === 'string' ? message.content : JSON.stringify(message.content);
+  item.append(role, content);
+  return item;
+}
+
+function onRuntimeEvent(event) {
+  refreshSessionsSoon();
+  if (event.session_id !== page.selected) return;
+  if (event.type === 'session:state_changed') {
+    highlight(event.to, event.from);
+    page.liveTransitions.push({ at: event.at, from: event.from, to: event.to, reason: event.reason });
+    renderTransitions();
+  } else if (event.type === 'turn:completed') {
+    // A turn stores its transitions as it ends, even one that stored no message (cancelled).
+    loadTransitions();
+  } else if (event.type === 'memory:written' && event.kind === 'conversation') {
+    // Messages are stored: read what is new (the turn's transitions go with its last ones).
+    loadMessages();
+    loadTransitions();
+  }
+}
+
+function setConnection(live) {
+  $('connection').dataset.status = live ? 'live' : 'offline';
+  $('connection').textContent = live ? 'live' : 'offline';
+}
+
+/** Reads /inspect/events for as long as the page is open, reconnecting when the stream ends. */
+function followEvents() {
+  page.stream?.abort();
+  const stream = new AbortController();
+  page.stream = stream;
+  const reconnect = () => {
+    setConnection(false);
+    if (!stream.signal.aborted) setTimeout(followEvents, RECONNECT_MS);
+  };
+  fetch('/inspect/events', { headers: headers(), signal: stream.signal })
+    .then(async (response) => {
+      if (response.status === 401) return askForKey(await errorMessage(response));
+      if (!response.ok || !response.body) return reconnect();
+      setConnection(true);
+      // Events missed while disconnected: the list is read again.
+      refreshSessionsSoon();
+      await readFrames(response.body, onRuntimeEvent);
+      reconnect();
+    })
+    .catch(reconnect);
+}
+
+/** Calls `onEvent` with each `data:` frame's JSON; comment lines (keep-alive) are skipped. */
+async function readFrames(body, onEvent) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    let end;
+    while ((end = buffer.indexOf('\n\n')) >= 0) {
+      const frame = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const data = frame
+        .split('\n')
+        .filter((line) => line.startsWith('data: '))
+        .map((line) => line.slice('data: '.length))
+        .join('\n');
+      if (data) onEvent(JSON.parse(data));
+    }
+  }
+}
+
+void open();

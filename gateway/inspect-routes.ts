@@ -1,0 +1,194 @@
+import { fileURLToPath } from 'node:url';
+import express, { Router, type Request, type RequestHandler, type Response } from 'express';
+import type { StateGraph } from '../machines/index.js';
+import { toSvg } from '../machines/render-graph.js';
+import type { EventBus, RuntimeEventName, RuntimeEvents } from '../runtime/event-bus.js';
+import type { SessionStore } from '../runtime/ports.js';
+import { ServiceError } from '../runtime/service-error.js';
+import type { AgentStatus, SessionRegistry } from '../runtime/session-registry.js';
+import { callerOf } from './api-keys.js';
+import { checkIdentifier } from './chat-request.js';
+import { SseWriter } from './sse-writer.js';
+
+/** What the inspector routes are built from. */
+export type InspectRoutesDeps = {
+  /** `inspect.page`: when false, everything under /inspect is 404. */
+  enabled: boolean;
+  registry: SessionRegistry;
+  sessions: SessionStore;
+  events: EventBus;
+  graph: StateGraph;
+  /** The API key middleware's `authenticate`: every data route runs it (the page shell holds no data and is public). */
+  authenticate: RequestHandler;
+  /** `inspect.recent_sessions`: how many sessions the list shows. */
+  recentSessions: number;
+  /** Interval of the keep-alive comment lines of an event stream, in ms (default 15 s). */
+  keepAliveMs?: number;
+};
+
+/** The /inspect routes, and the event streams they hold open. */
+export type InspectRoutes = {
+  router: Router;
+  /** Event streams open now. */
+  readonly openStreams: number;
+  /** Ends every open event stream (the server cannot close while one is open). */
+  close(): void;
+};
+
+/** One session in the inspector's list. */
+export type InspectedSession = {
+  id: string;
+  user_id: string;
+  state: string;
+  /** The announced status of a live (in-memory) session; null for one only in storage. */
+  status: AgentStatus | null;
+  live: boolean;
+  transitions: number;
+  last_active: string;
+};
+
+/** The runtime events an event stream carries: those of sessions. */
+const STREAMED_EVENTS = [
+  'session:created',
+  'session:state_changed',
+  'session:deleted',
+  'turn:completed',
+  'memory:written',
+  'llm:reply',
+  'llm:error',
+  'tool:call',
+] as const satisfies readonly RuntimeEventName[];
+
+type StreamedEvent = (typeof STREAMED_EVENTS)[number];
+
+const PAGE_DIR = fileURLToPath(new URL('./inspect-page/', import.meta.url));
+
+/** Nothing but this origin: the page loads no script, style or font from elsewhere. The SVG drawing carries its own <style>. */
+const PAGE_SECURITY_POLICY =
+  "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/**
+ * The session inspector: the page shell (`/inspect`, its script and style, public), and the
+ * data it reads behind the API key: `/inspect/sessions` (live and recent sessions),
+ * `/inspect/graph.svg` (the state graph) and `/inspect/events` (runtime events as SSE).
+ */
+export function createInspectRoutes(deps: InspectRoutesDeps): InspectRoutes {
+  const router = Router();
+  const streams = new Set<() => void>();
+  if (!deps.enabled) {
+    router.use('/inspect', (req) => {
+      throw new ServiceError('NOT_FOUND', `Unknown route: ${req.method} ${req.originalUrl.split('?')[0]} (the inspector page is off: inspect.page)`);
+    });
+    return { router, openStreams: 0, close: () => {} };
+  }
+
+  const svg = toSvg(deps.graph);
+  router.get('/inspect/sessions', deps.authenticate, async (_req, res) => {
+    res.json({ object: 'list', data: await listSessions(deps, callerOf(res)?.userId) });
+  });
+  router.get('/inspect/graph.svg', deps.authenticate, (_req, res) => {
+    res.type('image/svg+xml').set('Cache-Control', 'no-cache').send(svg);
+  });
+  router.get('/inspect/events', deps.authenticate, async (req, res) => {
+    const sessionId = optionalQuery(req, 'session_id');
+    const boundUser = callerOf(res)?.userId;
+    if (sessionId !== undefined && boundUser !== undefined) {
+      const session = await deps.sessions.get(sessionId);
+      // Another user's session is reported as unknown, as the agent endpoints do.
+      if (session && session.userId !== boundUser) throw new ServiceError('NOT_FOUND', `No agent found with id '${sessionId}'.`, { param: 'session_id' });
+      // The client may have gone during the look-up: its close has passed, nothing would detach the listeners.
+      if (res.closed) return;
+    }
+    const end = streamEvents(deps, res, { sessionId, userId: boundUser });
+    streams.add(end);
+    res.on('close', () => streams.delete(end));
+  });
+
+  const sendPage: RequestHandler = (_req, res) => res.set(pageHeaders()).sendFile('index.html', { root: PAGE_DIR });
+  router.get(['/inspect', '/inspect/'], sendPage);
+  router.use('/inspect', express.static(PAGE_DIR, { index: false, redirect: false, setHeaders: (res) => res.set(pageHeaders()) }));
+
+  return {
+    router,
+    get openStreams() {
+      return streams.size;
+    },
+    close() {
+      for (const end of [...streams]) end();
+    },
+  };
+}
+
+/** Live sessions (the registry) first, then stored ones, most recently active first, at most `recentSessions`. */
+async function listSessions(deps: InspectRoutesDeps, userId: string | undefined): Promise<InspectedSession[]> {
+  const live = [...deps.registry.getSnapshot().context.sessions.values()]
+    .filter((session) => userId === undefined || session.userId === userId)
+    .sort((a, b) => b.lastActive - a.lastActive)
+    .slice(0, deps.recentSessions);
+  const listed = new Set(live.map((session) => session.sessionId));
+  const stored = await deps.sessions.list({ limit: deps.recentSessions, ...(userId !== undefined ? { userId } : {}) });
+  return [
+    ...live.map((session) => ({
+      id: session.sessionId,
+      user_id: session.userId,
+      state: session.state,
+      status: session.status,
+      live: true,
+      transitions: session.transitions,
+      last_active: new Date(session.lastActive).toISOString(),
+    })),
+    ...stored
+      .filter((session) => !listed.has(session.sessionId))
+      .map((session) => ({
+        id: session.sessionId,
+        user_id: session.userId,
+        state: session.currentState ?? deps.graph.initial,
+        status: null,
+        live: false,
+        transitions: session.transitions,
+        last_active: session.lastActive.toISOString(),
+      })),
+  ].slice(0, deps.recentSessions);
+}
+
+/**
+ * Streams the session events the caller may see (one session's, or every one) as
+ * `data: {"type": "<event>", "at": "<ISO time>", ...payload in snake_case}` frames, with
+ * keep-alive comment lines. Returns the function that ends the stream; a client that goes
+ * away detaches its listeners.
+ */
+function streamEvents(deps: InspectRoutesDeps, res: Response, filter: { sessionId?: string; userId?: string }): () => void {
+  const sse = new SseWriter(res);
+  sse.start();
+  // A first comment line: the client knows it is connected before any event.
+  sse.heartbeat();
+  const userOf = (event: { sessionId: string; userId?: string }) =>
+    event.userId ?? deps.registry.getSnapshot().context.sessions.get(event.sessionId)?.userId;
+  const forward = (type: StreamedEvent, event: RuntimeEvents[StreamedEvent]) => {
+    if (filter.sessionId !== undefined && event.sessionId !== filter.sessionId) return;
+    if (filter.userId !== undefined && userOf(event) !== filter.userId) return;
+    sse.data(JSON.stringify({ type, at: new Date().toISOString(), ...snakeCaseKeys(event) }));
+  };
+  const unsubscribe = STREAMED_EVENTS.map((type) => deps.events.on(type, (event) => forward(type, event)));
+  const keepAlive = setInterval(() => sse.heartbeat(), deps.keepAliveMs ?? 15_000);
+  res.on('close', () => {
+    clearInterval(keepAlive);
+    for (const off of unsubscribe) off();
+  });
+  return () => res.end();
+}
+
+function snakeCaseKeys(event: object): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(event).map(([key, value]) => [key.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`), value]));
+}
+
+function optionalQuery(req: Request, name: string): string | undefined {
+  const value = req.query[name];
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') throw new ServiceError('INVALID_REQUEST', `${name} must be given once, as a string`, { param: name });
+  return checkIdentifier(value, name);
+}
+
+function pageHeaders(): Record<string, string> {
+  return { 'Content-Security-Policy': PAGE_SECURITY_POLICY, 'X-Content-Type-Options': 'nosniff', 'Cache-Control': 'no-cache' };
+}

@@ -1,0 +1,119 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { EventBus } from './event-bus.js';
+import type { SessionRegistry } from './session-registry.js';
+
+/** What the metrics read at scrape time and listen to. */
+export type ServiceMetricsDeps = {
+  events: EventBus;
+  /** The supervisor's live sessions and its actor cache (`Supervisor` fits). */
+  supervisor: { readonly registry: SessionRegistry; readonly cachedActors: number };
+  /** The webhook outbox (`WebhookStore` fits). */
+  webhooks: { countPending(): Promise<number> };
+};
+
+/** The labels of one HTTP request: `route` is the route pattern or `unmatched`, never the raw URL. */
+export type RequestLabels = { method: string; route: string; status: number };
+
+/** Seconds, from a few milliseconds (health, models) to minutes (a long streamed turn or LLM call). */
+const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+/** A scrape must not wait on a database that does not answer. */
+const BACKLOG_TIMEOUT_MS = 2_000;
+
+/**
+ * The service's Prometheus metrics, on a registry of its own (several services can run in
+ * one process): HTTP requests, LLM calls, tool calls, turns and storage errors from the
+ * runtime event bus, live sessions and the webhook backlog read at scrape time, and the
+ * default Node.js process metrics. Names carry no prefix.
+ */
+export class ServiceMetrics {
+  /** Where every metric of this service is registered. */
+  readonly registry = new Registry();
+  private readonly httpRequests: Counter<'method' | 'route' | 'status'>;
+  private readonly httpDuration: Histogram<'method' | 'route' | 'status'>;
+  private readonly detachers: Array<() => void>;
+
+  constructor(deps: ServiceMetricsDeps) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+    this.httpRequests = new Counter({ name: 'http_requests_total', help: 'HTTP requests answered, by method, route pattern and status.', labelNames: ['method', 'route', 'status'], registers });
+    this.httpDuration = new Histogram({
+      name: 'http_request_duration_seconds',
+      help: 'Time from a request to the end of its response, by method, route pattern and status.',
+      labelNames: ['method', 'route', 'status'],
+      buckets: DURATION_BUCKETS,
+      registers,
+    });
+    const llmDuration = new Histogram({ name: 'llm_request_duration_seconds', help: 'LLM calls by outcome (ok or error) and their duration.', labelNames: ['outcome'], buckets: DURATION_BUCKETS, registers });
+    const llmErrors = new Counter({ name: 'llm_errors_total', help: 'LLM calls that failed (the server answered an error, timed out or was unreachable, or the call was cancelled).', registers });
+    const toolCalls = new Counter({ name: 'tool_calls_total', help: 'MCP tool calls, by tool server and outcome (ok or error).', labelNames: ['server', 'outcome'], registers });
+    const turns = new Counter({ name: 'turns_total', help: 'Finished turns, by outcome (ok, llm_error or cancelled).', labelNames: ['outcome'], registers });
+    const writeRetries = new Counter({ name: 'storage_write_retries_total', help: 'Database writes that failed and are tried again.', registers });
+    const storageErrors = new Counter({ name: 'storage_errors_total', help: 'Database operations that failed for good (not retried).', registers });
+    const { supervisor, webhooks } = deps;
+    new Gauge({
+      name: 'live_sessions',
+      help: 'Sessions in the live registry of the supervisor.',
+      registers,
+      collect() {
+        this.set(supervisor.registry.getSnapshot().context.sessions.size);
+      },
+    });
+    new Gauge({
+      name: 'cached_actors',
+      help: 'Session actors held in memory.',
+      registers,
+      collect() {
+        this.set(supervisor.cachedActors);
+      },
+    });
+    new Gauge({
+      name: 'webhook_backlog',
+      help: 'Webhook deliveries waiting to be sent (NaN when the database did not answer).',
+      // Every process counts the same shared table: a cluster reports it once, not summed.
+      aggregator: 'max',
+      registers,
+      async collect() {
+        this.set(await countOrNaN(() => webhooks.countPending()));
+      },
+    });
+
+    const { events } = deps;
+    this.detachers = [
+      events.on('llm:reply', ({ durationMs }) => llmDuration.observe({ outcome: 'ok' }, durationMs / 1000)),
+      events.on('llm:error', ({ durationMs }) => {
+        llmDuration.observe({ outcome: 'error' }, durationMs / 1000);
+        llmErrors.inc();
+      }),
+      events.on('tool:call', ({ server, outcome }) => toolCalls.inc({ server, outcome })),
+      events.on('turn:completed', ({ outcome }) => turns.inc({ outcome })),
+      events.on('storage:error', ({ willRetry }) => (willRetry ? writeRetries : storageErrors).inc()),
+    ];
+  }
+
+  /** Records one answered HTTP request and how long it took. */
+  observeRequest(labels: RequestLabels, seconds: number): void {
+    const values = { method: labels.method, route: labels.route, status: String(labels.status) };
+    this.httpRequests.inc(values);
+    this.httpDuration.observe(values, seconds);
+  }
+
+  /** Detaches from the event bus: the service is closing. */
+  close(): void {
+    for (const detach of this.detachers.splice(0)) detach();
+  }
+}
+
+/** The count, or NaN when it fails or takes too long: an unknown backlog must not fail the scrape. */
+async function countOrNaN(count: () => Promise<number>): Promise<number> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<number>((resolve) => {
+    timer = setTimeout(() => resolve(Number.NaN), BACKLOG_TIMEOUT_MS);
+  });
+  try {
+    return await Promise.race([count(), timeout]);
+  } catch {
+    return Number.NaN;
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,134 @@
+import { existsSync } from 'node:fs';
+import { mkdir, stat } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+import OpenAI from 'openai';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { startTestService, type TestService } from '../support/service-harness.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const OUTPUT_DIR = fileURLToPath(new URL('../../test-output/', import.meta.url));
+const SESSION = 'inspected-in-browser';
+const KEY = 'inspect-page-key';
+
+/** The state the drawing marks as current. */
+function currentState(page: Page): Promise<string | null> {
+  return page.locator('#graph .state.current').getAttribute('data-state');
+}
+
+async function expectCurrentState(page: Page, state: string): Promise<void> {
+  await page.locator(`#graph .state.current[data-state="${state}"]`).waitFor();
+  expect(await currentState(page)).to.equal(state);
+}
+
+const hasChromium = existsSync(CHROMIUM);
+// Without a browser there is nothing to drive; .ci/run installs Debian's chromium.
+const describeInBrowser = hasChromium ? describe : describe.skip;
+
+describeInBrowser(`inspector page (/inspect) in a browser${hasChromium ? '' : ` (skipped: ${CHROMIUM} is absent)`}`, function () {
+  // A browser start and several turns on a loaded machine.
+  this.timeout(120_000);
+  let harness: TestService;
+  let browser: Browser;
+  let client: OpenAI;
+
+  before(async () => {
+    harness = await startTestService({ env: { API_KEYS: KEY } });
+    client = new OpenAI({ baseURL: harness.baseURL, apiKey: KEY, maxRetries: 0, defaultHeaders: { 'X-Session-ID': SESSION } });
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+  });
+  after(async () => {
+    await browser?.close();
+    await harness?.close();
+  });
+
+  it('asks for the key, then shows the session, its state, transitions and messages as they happen', async () => {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    const outside: string[] = [];
+    page.on('request', (request) => {
+      if (!request.url().startsWith(harness.service.url)) outside.push(request.url());
+    });
+    await page.goto(`${harness.service.url}/inspect`);
+
+    await page.locator('#key-input').fill(KEY);
+    await page.locator('#key-form button').click();
+    await page.locator('#connection[data-status="live"]').waitFor();
+
+    expect((await client.chat.completions.create({ model: 'svc-default', messages: [{ role: 'user', content: 'hello inspector' }] })).choices[0]!.message.content).to.equal(
+      'Echo: hello inspector',
+    );
+    const row = page.locator(`#sessions tr[data-session-id="${SESSION}"]`);
+    await row.waitFor();
+    await row.click();
+    await expectCurrentState(page, 'ask_user');
+    await page.locator('#transitions tbody tr[data-from="agent_reply"][data-to="ask_user"]').waitFor();
+    await page.locator('#messages .role-assistant', { hasText: 'Echo: hello inspector' }).waitFor();
+
+    // A turn the LLM never answers holds the session in its agent state until the client leaves.
+    const hanging = new AbortController();
+    const held = client.chat.completions.create({ model: 'svc-default', messages: [{ role: 'user', content: 'wait [[hang]]' }] }, { signal: hanging.signal }).catch(() => null);
+    await harness.llm.waitForRequest((request) => JSON.stringify(request.body.messages ?? []).includes('[[hang]]'));
+    await expectCurrentState(page, 'agent_reply');
+    await page.locator('#transitions tbody tr[data-from="ask_user"][data-to="agent_reply"]').waitFor();
+    hanging.abort();
+    await held;
+    await expectCurrentState(page, 'ask_user');
+
+    await client.chat.completions.create({ model: 'svc-default', messages: [{ role: 'user', content: 'second question' }] });
+    await page.locator('#messages .role-user', { hasText: 'second question' }).waitFor();
+    await page.locator('#messages .role-assistant', { hasText: 'Echo: second question' }).waitFor();
+    expect(await page.locator('#transitions tbody tr').count()).to.be.at.least(5);
+    expect(await row.locator('td').nth(2).textContent()).to.equal('ask_user');
+
+    await mkdir(OUTPUT_DIR, { recursive: true });
+    const screenshot = `${OUTPUT_DIR}inspect-page.png`;
+    await page.screenshot({ path: screenshot, fullPage: true });
+    expect((await stat(screenshot)).size).to.be.greaterThan(0);
+    expect(outside, 'requests to other origins').to.deep.equal([]);
+  });
+
+  it('keeps the key for the tab: a reload asks nothing', async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(`${harness.service.url}/inspect`);
+    await page.locator('#key-input').fill(KEY);
+    await page.locator('#key-form button').click();
+    await page.locator(`#sessions tr[data-session-id="${SESSION}"]`).waitFor();
+    await page.reload();
+    await page.locator(`#sessions tr[data-session-id="${SESSION}"]`).waitFor();
+    expect(await page.locator('#key-form').isHidden()).to.equal(true);
+    await context.close();
+  });
+
+  it('asks nothing in local mode (no API_KEYS), and says why the history is missing', async () => {
+    const local = await startTestService();
+    const context = await browser.newContext();
+    try {
+      const page = await context.newPage();
+      await page.goto(`${local.service.url}/inspect`);
+      await page.locator('#connection[data-status="live"]').waitFor();
+      expect(await page.locator('#key-form').isHidden()).to.equal(true);
+      await local.client.chat.completions.create({ model: 'svc-default', messages: [{ role: 'user', content: 'local' }] }, { headers: { 'X-Session-ID': 'local-session' } });
+      await page.locator('#sessions tr[data-session-id="local-session"]').click();
+      await expectCurrentState(page, 'ask_user');
+      await page.locator('#history-note', { hasText: 'no API keys are configured' }).waitFor();
+    } finally {
+      await context.close();
+      await local.close();
+    }
+  });
+
+  it('asks again for a wrong key, saying why', async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(`${harness.service.url}/inspect`);
+    await page.locator('#key-input').fill('not-the-key');
+    await page.locator('#key-form button').click();
+    await page.locator('#key-error', { hasText: 'Incorrect API key' }).waitFor();
+    expect(await page.locator('#inspector').isHidden()).to.equal(true);
+    await context.close();
+  });
+});

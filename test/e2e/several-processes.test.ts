@@ -1,0 +1,132 @@
+import { randomUUID } from 'node:crypto';
+import { expect } from 'chai';
+import pg from 'pg';
+import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
+import { servePgliteOverSocket } from '../support/databases.js';
+import { createServerSchema } from '../support/server-schema.js';
+import { startTestService, type TestService } from '../support/service-harness.js';
+
+type Message = { role: 'user' | 'assistant'; content: string };
+type SharedDatabase = { name: string; open(): Promise<{ url: string; close(): Promise<void> }> };
+
+/** Two services on one database stand for two workers or two instances. */
+const databases: SharedDatabase[] = [
+  {
+    name: 'PGlite over pglite-socket',
+    open: () => servePgliteOverSocket(),
+  },
+];
+if (process.env.TEST_DATABASE_URL) {
+  const baseUrl = process.env.TEST_DATABASE_URL;
+  databases.push({
+    name: 'the PostgreSQL server',
+    open: async () => {
+      const schema = await createServerSchema(baseUrl, 'processes');
+      return { url: schema.url, close: schema.drop };
+    },
+  });
+}
+
+async function chat(service: TestService, messages: Message[], sessionId?: string): Promise<{ status: number; content: string; sessionId: string | null }> {
+  const headers: Record<string, string> = { 'Content-Type': 'application/json' };
+  if (sessionId) headers['X-Session-ID'] = sessionId;
+  const response = await fetch(`${service.baseURL}/chat/completions`, { method: 'POST', headers, body: JSON.stringify({ messages }) });
+  const body = (await response.json()) as { choices?: Array<{ message: { content: string } }> };
+  return { status: response.status, content: body.choices?.[0]?.message.content ?? '', sessionId: response.headers.get('x-session-id') };
+}
+
+async function transcript(url: string, sessionId: string): Promise<Array<{ role: string; message: string }>> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query('select role, message from conversations where session_id = $1 order by id', [sessionId]);
+    return rows;
+  } finally {
+    await client.end();
+  }
+}
+
+for (const shared of databases) {
+  describe(`two service processes on ${shared.name}`, function () {
+    this.timeout(60_000);
+    let llm: FakeLlm;
+    let database: { url: string; close(): Promise<void> };
+    let first: TestService;
+    let second: TestService;
+
+    before(async () => {
+      llm = await startFakeLlm();
+      database = await shared.open();
+      const env = { DB_URL: database.url, DB_POOL_SIZE: '4', SESSIONS_LEASE_MS: '1500' };
+      first = await startTestService({ llm, env });
+      second = await startTestService({ llm, env });
+    });
+    after(async () => {
+      await first?.close();
+      await second?.close();
+      await database?.close();
+      await llm?.close();
+    });
+    afterEach(() => llm.reset());
+
+    it('continues a resent history on either process without forking, from the newest state', async () => {
+      const history: Message[] = [];
+      let sessionId: string | null = null;
+      for (let turn = 1; turn <= 6; turn += 1) {
+        history.push({ role: 'user', content: `turn ${turn}` });
+        // Alternating processes: each has the session's actor cached from two turns before.
+        const reply = await chat(turn % 2 === 1 ? first : second, history);
+        expect(reply.status).to.equal(200);
+        sessionId ??= reply.sessionId;
+        expect(reply.sessionId, `turn ${turn} forked`).to.equal(sessionId);
+        history.push({ role: 'assistant', content: reply.content });
+      }
+      const stored = await transcript(database.url, sessionId!);
+      expect(stored.map((row) => row.message)).to.deep.equal(history.map((message) => message.content));
+    });
+
+    it('runs the turns of one session one at a time across processes, each stored once and in order', async () => {
+      const sessionId = randomUUID();
+      llm.setBehaviour({ pieceDelayMs: 20 });
+      let inFlight = 0;
+      let overlapped = false;
+      llm.on('request', () => {
+        inFlight += 1;
+        if (inFlight > 1) overlapped = true;
+      });
+      const settle = () => {
+        inFlight -= 1;
+      };
+      llm.on('finish', settle).on('abort', settle);
+      const replies = await Promise.all(
+        Array.from({ length: 8 }, (_, index) => chat(index % 2 === 0 ? first : second, [{ role: 'user', content: `message ${index}` }], sessionId)),
+      );
+      expect(replies.map((reply) => reply.status)).to.deep.equal(Array(8).fill(200));
+      expect(overlapped, 'two turns of the session reached the LLM at once').to.equal(false);
+      const stored = await transcript(database.url, sessionId);
+      expect(stored).to.have.length(16);
+      for (let index = 0; index < stored.length; index += 2) {
+        expect(stored[index]!.role).to.equal('user');
+        expect(stored[index + 1]).to.deep.equal({ role: 'assistant', message: `Echo: ${stored[index]!.message}` });
+      }
+      expect(new Set(stored.filter((row) => row.role === 'user').map((row) => row.message)).size).to.equal(8);
+    });
+
+    it('takes over a session whose holder died once its lease lapses', async () => {
+      const sessionId = randomUUID();
+      const client = new pg.Client({ connectionString: database.url });
+      await client.connect();
+      try {
+        await client.query(`insert into session_leases (session_id, holder, generation, expires_at) values ($1, 'a-dead-process', 1, now() + interval '1200 milliseconds')`, [
+          sessionId,
+        ]);
+      } finally {
+        await client.end();
+      }
+      const started = Date.now();
+      const reply = await chat(first, [{ role: 'user', content: 'are you there?' }], sessionId);
+      expect(reply).to.include({ status: 200, content: 'Echo: are you there?' });
+      expect(Date.now() - started).to.be.greaterThan(900);
+    });
+  });
+}

@@ -1,0 +1,69 @@
+import { randomUUID } from 'node:crypto';
+import { expect } from 'chai';
+import { sql } from 'kysely';
+import type { SessionLeaseStore } from '../../runtime/ports.js';
+import { migrateToLatest } from '../../storage/index.js';
+import { createSessionLeaseRepository } from '../../storage/session-lease-repository.js';
+import { databaseTargets, type TestDatabase } from '../support/databases.js';
+
+for (const target of databaseTargets()) {
+  describe(`createSessionLeaseRepository on ${target.name}`, () => {
+    let database: TestDatabase;
+    let leases: SessionLeaseStore;
+
+    before(async () => {
+      database = await target.open({ vector: false });
+      await migrateToLatest(database, { vector: false, embeddingDimensions: 3 });
+      leases = createSessionLeaseRepository(database.db);
+    });
+    after(async () => {
+      await database?.close();
+    });
+
+    /** Moves a lease's expiry into the past, as if its holder had died long ago. */
+    async function lapse(sessionId: string): Promise<void> {
+      await sql`update session_leases set expires_at = now() - interval '1 second' where session_id = ${sessionId}`.execute(database.db);
+    }
+
+    it('gives a free session to the first holder and refuses it to another while held', async () => {
+      const sessionId = randomUUID();
+      expect(await leases.tryAcquire(sessionId, 'process-a', 60_000)).to.deep.equal({ generation: 1 });
+      expect(await leases.tryAcquire(sessionId, 'process-b', 60_000)).to.equal(undefined);
+    });
+
+    it('counts every acquisition, so the next holder can tell whether anyone came between', async () => {
+      const sessionId = randomUUID();
+      const first = await leases.tryAcquire(sessionId, 'process-a', 60_000);
+      await leases.release(sessionId, 'process-a', first!.generation);
+      const second = await leases.tryAcquire(sessionId, 'process-b', 60_000);
+      await leases.release(sessionId, 'process-b', second!.generation);
+      expect(second).to.deep.equal({ generation: 2 });
+      expect(await leases.tryAcquire(sessionId, 'process-a', 60_000)).to.deep.equal({ generation: 3 });
+    });
+
+    it('lets another holder take a lease that lapsed, and the old holder can no longer renew or release it', async () => {
+      const sessionId = randomUUID();
+      await leases.tryAcquire(sessionId, 'process-a', 60_000);
+      await lapse(sessionId);
+      expect(await leases.tryAcquire(sessionId, 'process-b', 60_000)).to.deep.equal({ generation: 2 });
+      expect(await leases.renew('process-a', [sessionId], 60_000)).to.deep.equal([]);
+      await leases.release(sessionId, 'process-a', 1);
+      expect(await leases.tryAcquire(sessionId, 'process-c', 60_000)).to.equal(undefined);
+    });
+
+    it('renews only the leases the holder still has, not one it gave back', async () => {
+      const [kept, given] = [randomUUID(), randomUUID()];
+      await leases.tryAcquire(kept, 'process-a', 60_000);
+      const grant = await leases.tryAcquire(given, 'process-a', 60_000);
+      await leases.release(given, 'process-a', grant!.generation);
+      expect(await leases.renew('process-a', [kept, given], 60_000)).to.deep.equal([kept]);
+      expect(await leases.tryAcquire(given, 'process-b', 60_000)).to.deep.equal({ generation: 2 });
+    });
+
+    it('lets exactly one of many racing holders take a free session', async () => {
+      const sessionId = randomUUID();
+      const grants = await Promise.all(Array.from({ length: 8 }, (_, index) => leases.tryAcquire(sessionId, `process-${index}`, 60_000)));
+      expect(grants.filter((grant) => grant !== undefined)).to.deep.equal([{ generation: 1 }]);
+    });
+  });
+}

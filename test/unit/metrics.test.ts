@@ -1,0 +1,105 @@
+import { expect } from 'chai';
+import { register as globalRegistry } from 'prom-client';
+import { EventBus } from '../../runtime/event-bus.js';
+import { ServiceMetrics } from '../../runtime/metrics.js';
+import { createSessionRegistry } from '../../runtime/session-registry.js';
+import { parsePrometheusText, sampleValue, type PrometheusSample } from '../support/prometheus-text.js';
+
+describe('ServiceMetrics', () => {
+  let events: EventBus;
+  let supervisor: { registry: ReturnType<typeof createSessionRegistry>; cachedActors: number };
+  let countPending: () => Promise<number>;
+  let metrics: ServiceMetrics;
+
+  beforeEach(() => {
+    events = new EventBus();
+    supervisor = { registry: createSessionRegistry(), cachedActors: 0 };
+    countPending = async () => 0;
+    metrics = new ServiceMetrics({ events, supervisor, webhooks: { countPending: () => countPending() } });
+  });
+  afterEach(() => metrics.close());
+
+  async function scrape(of = metrics): Promise<PrometheusSample[]> {
+    return parsePrometheusText(await of.registry.metrics());
+  }
+
+  const toolCall = (server: string, outcome: 'ok' | 'error') => events.emit('tool:call', { sessionId: 's1', tool: 'echo', server, durationMs: 5, outcome });
+  const storageError = (willRetry: boolean) => events.emit('storage:error', { operation: 'store the reply', error: new Error('down'), attempt: 1, willRetry });
+
+  it('counts tool calls by server and outcome', async () => {
+    toolCall('files', 'ok');
+    toolCall('files', 'ok');
+    toolCall('files', 'error');
+    toolCall('search', 'ok');
+    const samples = await scrape();
+    expect(sampleValue(samples, 'tool_calls_total', { server: 'files', outcome: 'ok' })).to.equal(2);
+    expect(sampleValue(samples, 'tool_calls_total', { server: 'files', outcome: 'error' })).to.equal(1);
+    expect(sampleValue(samples, 'tool_calls_total', { server: 'search', outcome: 'ok' })).to.equal(1);
+  });
+
+  it('counts a storage error that will be retried as a retry, and one that will not as an error', async () => {
+    storageError(true);
+    storageError(true);
+    storageError(false);
+    const samples = await scrape();
+    expect(sampleValue(samples, 'storage_write_retries_total')).to.equal(2);
+    expect(sampleValue(samples, 'storage_errors_total')).to.equal(1);
+  });
+
+  it('observes LLM call durations in seconds', async () => {
+    events.emit('llm:reply', { sessionId: 's1', durationMs: 1500, finishReason: 'stop', toolCalls: 0 });
+    events.emit('llm:error', { sessionId: 's1', durationMs: 250, message: 'HTTP 503' });
+    const samples = await scrape();
+    expect(sampleValue(samples, 'llm_request_duration_seconds_sum', { outcome: 'ok' })).to.equal(1.5);
+    expect(sampleValue(samples, 'llm_request_duration_seconds_bucket', { outcome: 'ok', le: '1' })).to.equal(0);
+    expect(sampleValue(samples, 'llm_request_duration_seconds_bucket', { outcome: 'ok', le: '2.5' })).to.equal(1);
+    expect(sampleValue(samples, 'llm_request_duration_seconds_sum', { outcome: 'error' })).to.equal(0.25);
+    expect(sampleValue(samples, 'llm_errors_total')).to.equal(1);
+  });
+
+  it('reads live sessions, cached actors and the webhook backlog when scraped', async () => {
+    supervisor.registry.trigger.upsert({ session: { sessionId: 's1', userId: 'u', state: 'user', status: 'waiting_for_input', transitions: 0, lastActive: 0 } });
+    supervisor.cachedActors = 3;
+    countPending = async () => 7;
+    let samples = await scrape();
+    expect([sampleValue(samples, 'live_sessions'), sampleValue(samples, 'cached_actors'), sampleValue(samples, 'webhook_backlog')]).to.deep.equal([1, 3, 7]);
+
+    supervisor.registry.trigger.remove({ sessionId: 's1' });
+    supervisor.cachedActors = 0;
+    countPending = async () => 2;
+    samples = await scrape();
+    expect([sampleValue(samples, 'live_sessions'), sampleValue(samples, 'cached_actors'), sampleValue(samples, 'webhook_backlog')]).to.deep.equal([0, 0, 2]);
+  });
+
+  it('reports the webhook backlog as NaN, and still scrapes, when the count fails', async () => {
+    countPending = async () => {
+      throw new Error('connection refused');
+    };
+    const samples = await scrape();
+    expect(sampleValue(samples, 'webhook_backlog')).to.be.NaN;
+    expect(sampleValue(samples, 'cached_actors')).to.equal(0);
+  });
+
+  it('stops counting runtime events once closed', async () => {
+    events.emit('turn:completed', { sessionId: 's1', userId: 'u', durationMs: 10, outcome: 'ok' });
+    metrics.close();
+    events.emit('turn:completed', { sessionId: 's1', userId: 'u', durationMs: 10, outcome: 'ok' });
+    expect(sampleValue(await scrape(), 'turns_total', { outcome: 'ok' })).to.equal(1);
+  });
+
+  it('keeps its metrics to its own registry: two services in one process do not mix, the global registry stays empty', async () => {
+    const otherEvents = new EventBus();
+    const other = new ServiceMetrics({ events: otherEvents, supervisor: { registry: createSessionRegistry(), cachedActors: 0 }, webhooks: { countPending: async () => 0 } });
+    try {
+      events.emit('turn:completed', { sessionId: 's1', userId: 'u', durationMs: 10, outcome: 'cancelled' });
+      other.observeRequest({ method: 'GET', route: '/health', status: 200 }, 0.01);
+      expect(sampleValue(await scrape(), 'turns_total', { outcome: 'cancelled' })).to.equal(1);
+      expect(sampleValue(await scrape(other), 'turns_total', { outcome: 'cancelled' })).to.equal(undefined);
+      expect(sampleValue(await scrape(other), 'http_requests_total', { method: 'GET', route: '/health', status: '200' })).to.equal(1);
+      expect(sampleValue(await scrape(), 'http_requests_total', { method: 'GET', route: '/health', status: '200' })).to.equal(undefined);
+      expect(globalRegistry.getSingleMetric('turns_total')).to.equal(undefined);
+    } finally {
+      other.close();
+    }
+  });
+});
