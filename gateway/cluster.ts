@@ -22,6 +22,11 @@ export type PrimaryOptions = { handlers?: Record<string, RpcHandler> };
  */
 export async function runPrimary(config: AppConfig, logger: Logger, options: PrimaryOptions = {}): Promise<number> {
   await migrateOnce(config);
+  // Workers accept connections themselves from the shared socket. With the default round
+  // robin the primary accepts and hands each connection over, and one handed to a worker in
+  // the instant it dies is never closed: its client hangs. A dead worker's own connections are
+  // closed by the kernel, so clients see the break and can retry.
+  cluster.schedulingPolicy = cluster.SCHED_NONE;
   const stopServing = servePrimary(options.handlers ?? {});
   const wanted = config.app.workers;
   const started = new Set<Worker>();

@@ -127,6 +127,8 @@ type ActiveTurn = {
   needsSeparator: boolean;
   /** The transitions the turn took, stored with its end. */
   transitionLog: TransitionRecord[];
+  /** Everything streamed to the client so far, separators included. */
+  streamed: string;
 };
 
 /** Between the texts of the LLM rounds of one turn (before and after tool calls). */
@@ -315,9 +317,11 @@ export class Supervisor {
     const { prefix, tail, prefixHash } = conversation;
     const tailTurns = tail.map(toTurn);
     const isNew = session.historyHash === null || conversation.forceNew === true;
-    // The same request again after a turn that ended unanswered (a tool needed an account):
-    // its messages are stored already.
-    const isRetry = !isNew && hasUnansweredTurn(session.snapshot) && (await this.isStoredTail(sessionId, tailTurns));
+    // The same request again after a turn that ended unanswered (cancelled, a tool needed an
+    // account, or its process died: then this process has no actor of the session): its
+    // messages are stored already, and a stored tail equal to the request's can only be that.
+    const mayRetry = !isNew && (hasUnansweredTurn(session.snapshot) || !this.cache.has(sessionId));
+    const isRetry = mayRetry && (await this.storage('read the last turns', () => this.isStoredTail(sessionId, tailTurns)));
     const newTurns = isRetry ? [] : tailTurns;
     if (prefixHash === null) {
       const history = isNew ? [] : await this.recentDialogue(sessionId);
@@ -369,6 +373,7 @@ export class Supervisor {
       authError: null,
       needsSeparator: false,
       transitionLog: [],
+      streamed: '',
     };
     this.activeTurns.set(sessionId, turn);
     try {
@@ -383,7 +388,7 @@ export class Supervisor {
       // A turn stopped for a missing account stores nothing more: its tool call never ran.
       const activity = turn.authError ? [] : toolTurns(produced, turn.clientToolCalls);
       const progress = {
-        snapshot: restingSnapshot(actor, turn.authError !== null),
+        snapshot: restingSnapshot(actor, !answered),
         currentState: String(snapshot.value),
         transitions: snapshot.context.transitions,
         transitionLog: turn.transitionLog,
@@ -425,11 +430,11 @@ export class Supervisor {
     const streaming = Boolean(turn.handlers.onContent);
     const texts = produced.filter((message) => message.role === 'assistant').map(textOf).filter((text) => text !== '');
     if (failure) {
+      // A streaming client saw the failed round's partial text, then the error: that is the reply.
       if (streaming) this.stream(turn, `Error: ${failure.message}`);
-      const errorText = streaming ? `Error: ${failure.message}` : `${LLM_FAILURE_PREFIX}${failure.message}`;
       return {
         sessionId,
-        content: [...texts, errorText].join(ROUND_SEPARATOR),
+        content: streaming ? turn.streamed : [...texts, `${LLM_FAILURE_PREFIX}${failure.message}`].join(ROUND_SEPARATOR),
         toolCalls: [],
         finishReason: 'stop',
         usage: null,
@@ -453,8 +458,10 @@ export class Supervisor {
   private stream(turn: ActiveTurn, piece: string): void {
     if (turn.needsSeparator) {
       turn.needsSeparator = false;
+      turn.streamed += ROUND_SEPARATOR;
       turn.handlers.onContent?.(ROUND_SEPARATOR);
     }
+    turn.streamed += piece;
     turn.handlers.onContent?.(piece);
   }
 
@@ -701,7 +708,7 @@ export class Supervisor {
 
 /**
  * The actor's persisted snapshot at rest, without the finished turn's working messages.
- * `unanswered` marks a turn that ended without a reply (a tool needed an account), so that
+ * `unanswered` marks a turn that ended without a reply (cancelled, or a tool needed an account), so that
  * the same request sent again does not store its messages twice.
  */
 function restingSnapshot(actor: SessionActor, unanswered: boolean): unknown {

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import type { Logger } from 'winston';
 import type { NewWebhookDelivery, WebhookDelivery, WebhookStore, WebhookSubscription } from '../storage/webhook-repository.js';
 import type { DurableWriter } from './durable-writer.js';
@@ -77,6 +78,8 @@ export class WebhookDispatcher {
   private readonly aborter = new AbortController();
 
   constructor(private readonly deps: WebhookDispatcherDeps) {
+    // Every send of a round listens on the one shutdown signal.
+    setMaxListeners(BATCH + 10, this.aborter.signal);
     const { timeoutMs, claimLeaseMs = timeoutMs + CLAIM_MARGIN_MS } = deps.settings;
     if (claimLeaseMs <= timeoutMs) throw new RangeError(`the webhook claim lease (${claimLeaseMs} ms) must exceed the delivery time-out (${timeoutMs} ms)`);
     this.claimLeaseMs = claimLeaseMs;

@@ -1,0 +1,224 @@
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+import pg from 'pg';
+import { startChild, freePort, type RunningChild } from '../../scripts/bench/child-process.js';
+import { createScratchDatabase, type ScratchDatabase } from '../../scripts/bench/scratch-database.js';
+import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
+import { isProcessAlive, waitFor } from '../support/wait-for.js';
+import { sendTurn } from './chat-turn.js';
+
+const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const WORKERS = 4;
+const CONVERSATIONS = 20;
+const TURNS = 4;
+const LEASE_MS = 2_000;
+/** No request may take longer; one that waits for a dead worker's lease takes up to LEASE_MS. */
+const REQUEST_BOUND_MS = 15_000;
+const ATTEMPTS = 5;
+const RETRY_PAUSE_MS = 200;
+/** SIGTERM to exit: the workers have no turn in flight by then. */
+const STOP_BOUND_MS = 20_000;
+
+/** One attempt at a turn, as the client saw it. */
+type Attempt = { sessionId: string; text: string; gotHeaders: boolean; readToDone: boolean; reply: string | null };
+
+/** The workers of the primary: its child processes. */
+function workerPids(primaryPid: number): number[] {
+  try {
+    // A killed worker stays a zombie until the primary reaps it: only living ones count.
+    return execFileSync('pgrep', ['-P', String(primaryPid)], { encoding: 'utf8' }).trim().split('\n').map(Number).filter(isProcessAlive);
+  } catch {
+    return [];
+  }
+}
+
+/** How many client connections to `port` a process holds (Linux: its socket fds matched against /proc/net/tcp). */
+function connectionsOf(pid: number, port: number): number {
+  const portHex = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  const inodes = new Set<string>();
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    for (const line of readFileSync(table, 'utf8').split('\n').slice(1)) {
+      const fields = line.trim().split(/\s+/);
+      // local_address ends with the port; state 01 is ESTABLISHED; the inode is the tenth field.
+      if (fields[1]?.endsWith(portHex) && fields[3] === '01') inodes.add(fields[9]!);
+    }
+  }
+  const folder = `/proc/${pid}/fd`;
+  return readdirSync(folder).filter((fd) => {
+    try {
+      return inodes.has(/^socket:\[(\d+)\]$/.exec(readlinkSync(join(folder, fd)))?.[1] ?? '');
+    } catch {
+      return false;
+    }
+  }).length;
+}
+
+const serverUrl = process.env.TEST_DATABASE_URL;
+const suite = serverUrl ? describe : describe.skip;
+
+suite(`a worker killed with SIGKILL in the middle of streams${serverUrl ? '' : ' (skipped: needs TEST_DATABASE_URL)'}`, function () {
+  this.timeout(120_000);
+  let database: ScratchDatabase;
+  let llm: FakeLlm;
+  let service: RunningChild;
+  let port: number;
+  let baseURL: string;
+
+  before(async () => {
+    database = await createScratchDatabase(serverUrl!);
+    // Each streamed word comes 60 ms after the one before: a turn is open for about half a second.
+    llm = await startFakeLlm({ pieceDelayMs: 60 });
+    port = await freePort();
+    service = await startChild({
+      name: 'service',
+      script: 'gateway/main.ts',
+      cwd: REPO_ROOT,
+      env: {
+        ...process.env,
+        APP_WORKERS: String(WORKERS),
+        APP_HOST: '127.0.0.1',
+        APP_PORT: String(port),
+        APP_SHUTDOWN_TIMEOUT_MS: '5000',
+        DB_URL: database.url,
+        LLM_BASE_URL: llm.url,
+        LIMITS_REQUESTS_PER_MINUTE: '0',
+        LIMITS_CONCURRENT_REQUESTS: '0',
+        SESSIONS_LEASE_MS: String(LEASE_MS),
+        LOG_LEVEL: 'info',
+      },
+      // The primary says so once every worker listens.
+      ready: { line: /workers listening on port/ },
+    });
+    baseURL = `http://127.0.0.1:${port}/v1`;
+  });
+  after(async () => {
+    await service?.stop(2_000);
+    await llm?.close();
+    await database?.drop();
+  });
+
+  /** Sends a turn until it is answered, again after a broken connection, as a user would. */
+  async function turnWithRetries(sessionId: string, text: string, attempts: Attempt[]): Promise<void> {
+    const failures: string[] = [];
+    for (let attempt = 1; attempt <= ATTEMPTS; attempt += 1) {
+      const record: Attempt = { sessionId, text, gotHeaders: false, readToDone: false, reply: null };
+      attempts.push(record);
+      let answer;
+      try {
+        answer = await sendTurn(baseURL, {
+          text,
+          stream: true,
+          sessionId,
+          signal: AbortSignal.timeout(REQUEST_BOUND_MS),
+          onHeaders: (status) => {
+            record.gotHeaders = status === 200;
+          },
+        });
+      } catch (error) {
+        // fetch fails with a TypeError when the connection breaks; anything else (our time-out: a hang) fails the test.
+        if (!(error instanceof TypeError)) throw error;
+        failures.push(`${error.message} (${String((error.cause as Error | undefined)?.message ?? '')})`);
+        // A user tries again a moment later.
+        await new Promise((resolve) => setTimeout(resolve, RETRY_PAUSE_MS));
+        continue;
+      }
+      expect(answer.status, `${text}: ${answer.error?.message}`).to.equal(200);
+      expect(answer.error, text).to.equal(null);
+      record.readToDone = answer.done;
+      record.reply = answer.content;
+      if (answer.done) return;
+    }
+    throw new Error(`${text}: not answered in ${ATTEMPTS} attempts: ${failures.join('; ')}`);
+  }
+
+  async function transcripts(): Promise<Map<string, string[]>> {
+    const client = new pg.Client({ connectionString: database.url });
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ session_id: string; role: string; message: string }>('select session_id, role, message from conversations order by id');
+      const bySession = new Map<string, string[]>();
+      for (const row of rows) bySession.set(row.session_id, [...(bySession.get(row.session_id) ?? []), `${row.role}: ${row.message}`]);
+      return bySession;
+    } finally {
+      await client.end();
+    }
+  }
+
+  it('stores every acknowledged message once and in order, leaves no session stuck, and stops cleanly on SIGTERM', async () => {
+    const primaryPid = service.process.pid!;
+    // The primary logs each replacement worker once it listens.
+    const listening = new Set<number>();
+    createInterface({ input: service.process.stdout! }).on('line', (line) => {
+      const pid = /\(pid (\d+)\) listening/.exec(line)?.[1];
+      if (pid) listening.add(Number(pid));
+    });
+    const attempts: Attempt[] = [];
+    const sessionIds = Array.from({ length: CONVERSATIONS }, (_, index) => `worker-kill-${index}-${Date.now()}`);
+    let open = 0;
+    llm.on('request', () => (open += 1));
+    const settle = () => (open -= 1);
+    llm.on('finish', settle).on('abort', settle).on('cut', settle);
+    const conversations = Promise.all(
+      sessionIds.map(async (sessionId, index) => {
+        for (let turn = 1; turn <= TURNS; turn += 1) await turnWithRetries(sessionId, `<c${index}:t${turn}> tell me a little story`, attempts);
+      }),
+    );
+
+    // Killed once most conversations have a stream open on the second turn.
+    await waitFor(() => attempts.length >= CONVERSATIONS * 2 && open >= CONVERSATIONS / 2, 'streams open on the second turn', REQUEST_BOUND_MS);
+    // The worker with the most connections, so the kill surely breaks requests in flight.
+    const [victim] = workerPids(primaryPid)
+      .map((pid) => [pid, connectionsOf(pid, port)] as const)
+      .sort((a, b) => b[1] - a[1])[0]!;
+    const workersBefore = workerPids(primaryPid);
+    process.kill(victim, 'SIGKILL');
+    await conversations;
+
+    const broken = attempts.filter((attempt) => !attempt.readToDone);
+    expect(broken.length, 'the kill broke streams in flight').to.be.greaterThan(0);
+    await waitFor(() => workerPids(primaryPid).some((pid) => listening.has(pid) && !workersBefore.includes(pid)), 'a replacement worker listening', REQUEST_BOUND_MS);
+    expect(workerPids(primaryPid)).to.have.length(WORKERS);
+
+    // No session is stuck behind the dead worker's lease.
+    await Promise.all(
+      sessionIds.map(async (sessionId, index) => {
+        const text = `<c${index}:after> still there?`;
+        const answer = await sendTurn(baseURL, { text, stream: false, sessionId, signal: AbortSignal.timeout(LEASE_MS + 3_000) });
+        expect(answer.content, sessionId).to.equal(`Echo: ${text}`);
+        attempts.push({ sessionId, text, gotHeaders: true, readToDone: true, reply: answer.content });
+      }),
+    );
+
+    const workers = workerPids(primaryPid);
+    process.kill(primaryPid, 'SIGTERM');
+    const exited = () => service.process.exitCode !== null || service.process.signalCode !== null;
+    await waitFor(exited, 'the primary to exit after SIGTERM', STOP_BOUND_MS);
+    expect(service.process.exitCode, service.tail().join('\n')).to.equal(0);
+    expect(workers.filter(isProcessAlive), 'workers still running').to.deep.equal([]);
+
+    const stored = await transcripts();
+    const problems: string[] = [];
+    for (const sessionId of sessionIds) {
+      const rows = stored.get(sessionId) ?? [];
+      const mine = attempts.filter((attempt) => attempt.sessionId === sessionId);
+      const count = (row: string) => rows.filter((each) => each === row).length;
+      // Every turn ends answered, so each stored copy of a message has its reply: a retry after a
+      // broken stream adds no copy, unless the first attempt had finished on the server (its reply
+      // stored, the stream cut before [DONE]): then the retry is a turn of its own, with its reply.
+      for (const text of new Set(mine.map((attempt) => attempt.text))) {
+        const users = count(`user: ${text}`);
+        const replies = count(`assistant: Echo: ${text}`);
+        if (users < 1) problems.push(`${sessionId}: user message '${text}' (answered) not stored`);
+        if (users !== replies) problems.push(`${sessionId}: user message '${text}' stored ${users} times, its reply ${replies} times`);
+      }
+      const userTurns = [...new Set(rows.filter((row) => row.startsWith('user: ')))];
+      const sent = [...new Set(mine.map((attempt) => `user: ${attempt.text}`))].filter((row) => userTurns.includes(row));
+      if (userTurns.join('|') !== sent.join('|')) problems.push(`${sessionId}: turns stored out of order: ${userTurns.join(', ')}`);
+    }
+    expect(problems, `${problems.length} problems:\n${problems.join('\n')}\n`).to.deep.equal([]);
+  });
+});
