@@ -99,19 +99,9 @@ export function createAgentsRouter(deps: AgentsRouterDeps): Router {
     res.json(await agentResource(deps, await liveSession(deps, req, res)));
   });
 
-  router.get('/v1/agents/:agent_id/transitions', async (req, res) => {
-    const { limit, afterId } = parseLogPage(req);
-    const { sessionId } = await liveSession(deps, req, res);
-    const rows = await deps.sessions.listTransitions(sessionId, { limit: limit + 1, ...(afterId !== undefined ? { afterId } : {}) });
-    res.json(logPage(rows, limit, transitionEntry));
-  });
-
-  router.get('/v1/agents/:agent_id/messages', async (req, res) => {
-    const { limit, afterId } = parseLogPage(req);
-    const { sessionId } = await liveSession(deps, req, res);
-    const rows = await deps.conversations.page(sessionId, { limit: limit + 1, ...(afterId !== undefined ? { afterId } : {}) });
-    res.json(logPage(rows, limit, transcriptEntry));
-  });
+  const history = createHistoryHandlers(deps);
+  router.get('/v1/agents/:agent_id/transitions', history.transitions);
+  router.get('/v1/agents/:agent_id/messages', history.messages);
 
   router.delete('/v1/agents/:agent_id', async (req, res) => {
     const options = parseDeleteBody(req.body);
@@ -138,8 +128,33 @@ export function createAgentsRouter(deps: AgentsRouterDeps): Router {
   return router;
 }
 
+/**
+ * A session's transition log and transcript, paged oldest first (`?limit=&after=`), for the
+ * `:agent_id` in the path and a caller allowed to see it. The agent API and the inspector
+ * page serve the same handlers, each behind its own key rule.
+ */
+export function createHistoryHandlers(deps: Pick<AgentsRouterDeps, 'sessions' | 'conversations'>): {
+  transitions: RequestHandler;
+  messages: RequestHandler;
+} {
+  return {
+    transitions: async (req, res) => {
+      const { limit, afterId } = parseLogPage(req);
+      const { sessionId } = await liveSession(deps, req, res);
+      const rows = await deps.sessions.listTransitions(sessionId, { limit: limit + 1, ...(afterId !== undefined ? { afterId } : {}) });
+      res.json(logPage(rows, limit, transitionEntry));
+    },
+    messages: async (req, res) => {
+      const { limit, afterId } = parseLogPage(req);
+      const { sessionId } = await liveSession(deps, req, res);
+      const rows = await deps.conversations.page(sessionId, { limit: limit + 1, ...(afterId !== undefined ? { afterId } : {}) });
+      res.json(logPage(rows, limit, transcriptEntry));
+    },
+  };
+}
+
 /** The session named in the path, when it exists and the caller may see it; otherwise 404. */
-async function visibleSession(deps: AgentsRouterDeps, req: Request, res: Response): Promise<SessionRecord> {
+async function visibleSession(deps: Pick<AgentsRouterDeps, 'sessions'>, req: Request, res: Response): Promise<SessionRecord> {
   const agentId = checkIdentifier(String(req.params.agent_id), 'agent_id');
   const session = await deps.sessions.get(agentId);
   const bound = callerOf(res)?.userId;
@@ -149,7 +164,7 @@ async function visibleSession(deps: AgentsRouterDeps, req: Request, res: Respons
 }
 
 /** The visible session named in the path, unless it is deleted (404, as for an unknown one). */
-async function liveSession(deps: AgentsRouterDeps, req: Request, res: Response): Promise<SessionRecord> {
+async function liveSession(deps: Pick<AgentsRouterDeps, 'sessions'>, req: Request, res: Response): Promise<SessionRecord> {
   const session = await visibleSession(deps, req, res);
   if (session.deletedAt) throw notFound(session.sessionId);
   return session;

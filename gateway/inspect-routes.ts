@@ -22,6 +22,8 @@ export type InspectRoutesDeps = {
   authenticate: RequestHandler;
   /** `inspect.recent_sessions`: how many sessions the list shows. */
   recentSessions: number;
+  /** A session's transitions and messages (the agent API's handlers), served under /inspect/sessions/:agent_id/. */
+  history: { transitions: RequestHandler; messages: RequestHandler };
   /** Interval of the keep-alive comment lines of an event stream, in ms (default 15 s). */
   keepAliveMs?: number;
 };
@@ -86,6 +88,9 @@ export function createInspectRoutes(deps: InspectRoutesDeps): InspectRoutes {
   router.get('/inspect/sessions', deps.authenticate, async (_req, res) => {
     res.json({ object: 'list', data: await listSessions(deps, callerOf(res)?.userId) });
   });
+  // Beside the agent API (which always needs a key): in local mode the page reads history here.
+  router.get('/inspect/sessions/:agent_id/transitions', deps.authenticate, deps.history.transitions);
+  router.get('/inspect/sessions/:agent_id/messages', deps.authenticate, deps.history.messages);
   router.get('/inspect/graph.svg', deps.authenticate, (_req, res) => {
     res.type('image/svg+xml').set('Cache-Control', 'no-cache').send(svg);
   });

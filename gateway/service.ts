@@ -16,7 +16,7 @@ import { Supervisor } from '../runtime/supervisor.js';
 import { createXStateInspector } from '../runtime/xstate-inspector.js';
 import { createSessionLeaseRepository } from '../storage/session-lease-repository.js';
 import { createDatabase, createStores, migrateToLatest, type Database } from '../storage/index.js';
-import { createAgentsRouter } from './agents-routes.js';
+import { createAgentsRouter, createHistoryHandlers } from './agents-routes.js';
 import { createApiKeyGuard } from './api-keys.js';
 import { createApp } from './app.js';
 import { drainServer } from './drain-server.js';
@@ -154,6 +154,7 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
     events,
     graph,
     authenticate: apiKeys.authenticate,
+    history: createHistoryHandlers({ sessions: stores.sessions, conversations: stores.conversations }),
     recentSessions: config.inspect.recent_sessions,
   });
   let port = config.app.port;

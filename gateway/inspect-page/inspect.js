@@ -1,6 +1,6 @@
 // The session inspector page: sessions from /inspect/sessions, the state graph from
 // /inspect/graph.svg, live runtime events from /inspect/events (SSE read with fetch, so the
-// API key can go in the Authorization header), and a session's history from the agent API.
+// API key can go in the Authorization header), and a session's history from /inspect/sessions/{id}/.
 
 const KEY_STORAGE = 'svc-agent.inspect.api-key';
 const RECONNECT_MS = 2000;
@@ -161,14 +161,14 @@ function highlight(state, from) {
   if (from) graph.querySelector(`.transition[data-from="${CSS.escape(from)}"][data-to="${CSS.escape(state)}"]`)?.classList.add('taken');
 }
 
-/** Every page of `/v1/agents/{id}/<kind>` after `after`, oldest first. */
+/** Every page of `/inspect/sessions/{id}/<kind>` (the agent API's history, open in local mode) after `after`, oldest first. */
 async function historyAfter(id, kind, after) {
   const rows = [];
   let cursor = after;
   for (;;) {
     const query = new URLSearchParams({ limit: String(HISTORY_PAGE) });
     if (cursor !== null) query.set('after', String(cursor));
-    const response = await fetch(`/v1/agents/${encodeURIComponent(id)}/${kind}?${query}`, { headers: headers() });
+    const response = await fetch(`/inspect/sessions/${encodeURIComponent(id)}/${kind}?${query}`, { headers: headers() });
     if (!response.ok) throw new Error(await errorMessage(response));
     const list = await response.json();
     rows.push(...list.data);

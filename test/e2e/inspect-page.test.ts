@@ -103,7 +103,7 @@ describeInBrowser(`inspector page (/inspect) in a browser${hasChromium ? '' : ` 
     await context.close();
   });
 
-  it('asks nothing in local mode (no API_KEYS), and says why the history is missing', async () => {
+  it('asks nothing in local mode (no API_KEYS) and shows the history there too', async () => {
     const local = await startTestService();
     const context = await browser.newContext();
     try {
@@ -114,7 +114,10 @@ describeInBrowser(`inspector page (/inspect) in a browser${hasChromium ? '' : ` 
       await local.client.chat.completions.create({ model: 'svc-default', messages: [{ role: 'user', content: 'local' }] }, { headers: { 'X-Session-ID': 'local-session' } });
       await page.locator('#sessions tr[data-session-id="local-session"]').click();
       await expectCurrentState(page, 'ask_user');
-      await page.locator('#history-note', { hasText: 'no API keys are configured' }).waitFor();
+      await page.locator('#transitions tbody tr[data-from="agent_reply"][data-to="ask_user"]').waitFor();
+      await page.locator('#messages .role-user', { hasText: 'local' }).waitFor();
+      await page.locator('#messages .role-assistant', { hasText: 'Echo: local' }).waitFor();
+      expect(await page.locator('#history-note').isHidden()).to.equal(true);
     } finally {
       await context.close();
       await local.close();
