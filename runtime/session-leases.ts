@@ -67,7 +67,7 @@ export class SessionLeases {
     const deadline = Date.now() + waitMs;
     const reused = await this.reuse(sessionId, deadline);
     if (reused) return reused;
-    let pause = this.deps.settings.pollMs ?? 25;
+    let pause = this.deps.settings.pollMs ?? 5;
     for (;;) {
       const grant = await this.tryAcquire(sessionId);
       // While this call waited on the database, a turn of this process may have taken it.
@@ -80,7 +80,7 @@ export class SessionLeases {
       if (signal?.aborted) throw new ServiceError('INVALID_REQUEST', 'the request was cancelled while waiting for its session');
       if (Date.now() + pause > deadline) throw busy(sessionId);
       await new Promise((resolve) => setTimeout(resolve, pause));
-      pause = Math.min(pause * 2, this.deps.settings.maxPollMs ?? 250);
+      pause = Math.min(pause * 2, this.deps.settings.maxPollMs ?? 50);
     }
   }
 
