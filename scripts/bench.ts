@@ -10,7 +10,10 @@ import { postgresPids, waitForQuiet, watchCpu, type CpuUsage } from './bench/cpu
 import { jsonExchange, runLoad, streamExchange } from './bench/load.js';
 import { BENCH_USAGE, parseBenchOptions, type BenchOptions, type SessionMode, type Target } from './bench/options.js';
 import { checkGoals, describeMachine, renderText, writeReport, type BenchReport, type CellResult } from './bench/report.js';
+import { measureRecall } from './bench/recall-latency.js';
 import { createScratchDatabase, type ScratchDatabase } from './bench/scratch-database.js';
+import { measureSessionMemory } from './bench/session-memory.js';
+import { waitForWorkers } from './bench/worker-connections.js';
 
 /** Other processes and the hypervisor taking more CPU than this (in cores) make a cell noisy. */
 const QUIET_CORES = 0.2;
@@ -53,7 +56,10 @@ async function main(): Promise<void> {
   }
   if (options.targets.includes('pglite')) await benchService(run, 'pglite', llm.url, '');
   if (options.targets.includes('pg')) await benchOnPostgres(run, llm.url);
+  for (const workers of options.scenarios.includes('workers') ? options.workers : []) await benchOnPostgres(run, llm.url, workers);
+  const sessionMemory = options.scenarios.includes('session-memory') ? await measureSessionMemory(options, llm.url, ROOT) : undefined;
   await llm.stop();
+  const recall = options.scenarios.includes('recall') ? await measureRecall(options, ROOT) : undefined;
 
   const report: BenchReport = {
     date: date.toISOString(),
@@ -63,6 +69,8 @@ async function main(): Promise<void> {
     goals: checkGoals(run.cells),
     notes: run.notes,
     ...(run.profile.length > 0 ? { profile: run.profile } : {}),
+    ...(sessionMemory ? { sessionMemory } : {}),
+    ...(recall ? { recall } : {}),
   };
   console.log(renderText(report));
   const files = await writeReport(report, join(ROOT, 'bench-results'), stamp);
@@ -73,7 +81,8 @@ function settingsOf({ help: _help, ...settings }: BenchOptions): BenchReport['op
   return settings;
 }
 
-async function benchOnPostgres(run: Run, llmUrl: string): Promise<void> {
+/** The service on a scratch database of the PostgreSQL server; `workers` set: the workers scenario's run with that many. */
+async function benchOnPostgres(run: Run, llmUrl: string, workers?: number): Promise<void> {
   let database: ScratchDatabase;
   try {
     database = await createScratchDatabase(run.options.dbUrl);
@@ -84,9 +93,10 @@ async function benchOnPostgres(run: Run, llmUrl: string): Promise<void> {
     return;
   }
   const unregister = addCleanup(database.drop);
-  run.notes.push(`service pg ran on a scratch database ${database.name} created on ${run.options.dbUrl} and dropped afterwards (pool size: the service default)`);
+  const service = `service pg${workers !== undefined ? ` with ${workerCount(workers)}` : ''}`;
+  run.notes.push(`${service} ran on a scratch database ${database.name} created on ${run.options.dbUrl} and dropped afterwards (pool size: the service default)`);
   try {
-    await benchService(run, 'pg', llmUrl, database.url);
+    await benchService(run, 'pg', llmUrl, database.url, workers);
   } finally {
     unregister();
     await database.drop();
@@ -94,11 +104,11 @@ async function benchOnPostgres(run: Run, llmUrl: string): Promise<void> {
 }
 
 /** Starts the service on one database, measures its cells, stops it, and reads its CPU profile when asked. */
-async function benchService(run: Run, target: 'pglite' | 'pg', llmUrl: string, dbUrl: string): Promise<void> {
+async function benchService(run: Run, target: 'pglite' | 'pg', llmUrl: string, dbUrl: string, workers?: number): Promise<void> {
   const port = await freePort();
-  const profileDir = join(ROOT, 'bench-results', `profile-${run.stamp}-${target}`);
+  const profileDir = join(ROOT, 'bench-results', `profile-${run.stamp}-${target}${workers !== undefined ? `-w${workers}` : ''}`);
   const service = await startChild({
-    name: `service ${target}`,
+    name: `service ${target}${workers !== undefined ? ` ${workers}w` : ''}`,
     script: 'gateway/main.ts',
     nodeArgs: run.options.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [],
     cwd: ROOT,
@@ -109,12 +119,20 @@ async function benchService(run: Run, target: 'pglite' | 'pg', llmUrl: string, d
       LLM_BASE_URL: `${llmUrl}/v1`,
       DATA_DIR: join(run.tmp, `pglite-${target}`),
       DB_URL: dbUrl,
+      APP_WORKERS: String(workers ?? 1),
+      // The load comes from one user: per-user limits would measure the limiter, not the service.
+      LIMITS_REQUESTS_PER_MINUTE: '0',
+      LIMITS_CONCURRENT_REQUESTS: '0',
       // At info the service logs a line per request; at warn its ready line is not printed, so it is probed.
       LOG_LEVEL: 'warn',
     },
     ready: { probe: `http://127.0.0.1:${port}/v1/models` },
   });
-  const windows = await measureTarget(run, target, service.url, run.options.modes, target === 'pglite' && run.options.stream);
+  if (workers !== undefined && workers > 1) {
+    const held = await waitForWorkers(service.url, port, service.process.pid!, workers);
+    run.notes.push(`${service.name}: every worker took connections before the first cell (a batch of ${held.reduce((a, b) => a + b, 0)} held ${held.join('/')})`);
+  }
+  const windows = await measureTarget(run, target, service.url, run.options.modes, target === 'pglite' && run.options.stream, workers);
   await stopChecked(run, service);
   if (!run.options.profile) return;
   // Threads that were idle all along (tsx's module loader) are left out.
@@ -123,10 +141,17 @@ async function benchService(run: Run, target: 'pglite' | 'pg', llmUrl: string, d
 }
 
 /** Measures a target at each concurrency (and session mode); returns the measured windows. */
-async function measureTarget(run: Run, target: Target, origin: string, modes: (SessionMode | null)[], withStream: boolean): Promise<[number, number][]> {
+async function measureTarget(
+  run: Run,
+  target: Target,
+  origin: string,
+  modes: (SessionMode | null)[],
+  withStream: boolean,
+  workers?: number,
+): Promise<[number, number][]> {
   const windows: [number, number][] = [];
   for (const mode of modes) {
-    for (const connections of run.options.concurrency) windows.push(await measureCell(run, target, origin, mode, false, connections));
+    for (const connections of run.options.concurrency) windows.push(await measureCell(run, target, origin, mode, false, connections, workers));
   }
   if (withStream) {
     for (const connections of run.options.streamConcurrency) windows.push(await measureCell(run, target, origin, modes[0] ?? null, true, connections));
@@ -141,16 +166,17 @@ async function measureCell(
   mode: SessionMode | null,
   stream: boolean,
   connections: number,
+  workers?: number,
 ): Promise<[number, number]> {
   // One session per connection, named by the cell so that no two cells share a session.
-  const prefix = `bench-${run.stamp}-${target}-${stream ? 'stream' : 'json'}-c${connections}`;
+  const prefix = `bench-${run.stamp}-${target}${workers !== undefined ? `-w${workers}` : ''}-${stream ? 'stream' : 'json'}-c${connections}`;
   const headers = Array.from({ length: connections }, (_, worker) => ({
     'content-type': 'application/json',
     ...(mode === 'session' ? { 'x-session-id': `${prefix}-${worker}` } : {}),
   }));
   const bodies = chatBodies(stream);
   const exchange = (stream ? streamExchange : jsonExchange)(bodies, (worker) => headers[worker]!);
-  const label = `${target}${mode ? ` ${mode}` : ''}${stream ? ' stream' : ''} c=${connections}`;
+  const label = `${target}${workers !== undefined ? ` ${workerCount(workers)}` : ''}${mode ? ` ${mode}` : ''}${stream ? ' stream' : ''} c=${connections}`;
   if (run.options.quietWaitMs > 0) {
     const foreign = await waitForQuiet(watched, QUIET_CORES, run.options.quietWaitMs);
     if (foreign >= QUIET_CORES) console.error(`  ${label}: other processes and steal still take ${foreign.toFixed(2)} cores; measuring anyway`);
@@ -166,7 +192,8 @@ async function measureCell(
     onMeasureStart: () => (watch = watchCpu(watched)),
   });
   const cpu = watch!.stop();
-  run.cells.push({ target, mode, stream, connections, result, cpu, flagged: result.errors > 0, noisy: cpu.foreign + cpu.steal >= QUIET_CORES });
+  const cell = { target, mode, stream, connections, result, cpu, flagged: result.errors > 0, noisy: cpu.foreign + cpu.steal >= QUIET_CORES };
+  run.cells.push(workers !== undefined ? { ...cell, workers } : cell);
   const first = result.firstPiece ? ` first p50 ${result.firstPiece.p50.toFixed(2)} ms` : '';
   const cores = Object.entries(cpu.byProcess).map(([name, used]) => `${name} ${used.toFixed(2)}`).join(', ');
   console.error(
@@ -186,6 +213,8 @@ async function stopChecked(run: Run, child: RunningChild): Promise<void> {
     run.notes.push(`${child.name} printed ${printed} lines at warn level or above, the last: ${child.tail().slice(-3).join(' / ')}`);
   }
 }
+
+const workerCount = (workers: number) => `${workers} worker${workers === 1 ? '' : 's'}`;
 
 let interrupted = false;
 process.once('SIGINT', () => {

@@ -4,6 +4,7 @@ import { createServer } from 'node:net';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { addCleanup } from './cleanup.js';
+import { groupPids } from './cpu-usage.js';
 
 /** How a child process tells it is ready: a line on stdout/stderr (its first group is the URL), or a URL answering 200. */
 export type Readiness = { line: RegExp } | { probe: string };
@@ -42,10 +43,10 @@ process.on('exit', () => {
   for (const child of live.keys()) killGroup(child, 'SIGKILL');
 });
 
-/** The pids of the bench (`bench`) and of its running children, by name, for CPU accounting. */
+/** The pids of the bench (`bench`) and of its running children with what they forked, by name, for CPU accounting. */
 export function benchProcesses(): Record<string, number[]> {
   const pids: Record<string, number[]> = { bench: [process.pid] };
-  for (const [child, name] of live) pids[name] = [child.pid!];
+  for (const [child, name] of live) pids[name] = groupPids(child.pid!);
   return pids;
 }
 
@@ -90,6 +91,33 @@ export async function startChild(spec: ChildSpec): Promise<RunningChild> {
   } catch (error) {
     await stop(2_000);
     throw new Error(`${spec.name}: ${error instanceof Error ? error.message : String(error)}\n${tail.join('\n')}`);
+  }
+}
+
+/** A TypeScript script run to its end: its stderr is passed through, its last stdout line is its JSON result. */
+export type ScriptSpec = Omit<ChildSpec, 'ready' | 'readyTimeoutMs'>;
+
+/** Runs a script in its own process group (killed by `runCleanups` if the bench stops first) and parses its result. */
+export async function runScript<T>(spec: ScriptSpec): Promise<T> {
+  const child = spawn(process.execPath, [...(spec.nodeArgs ?? []), '--import', 'tsx', spec.script, ...(spec.args ?? [])], {
+    cwd: spec.cwd,
+    env: spec.env ?? process.env,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  live.set(child, spec.name);
+  const unregister = addCleanup(async () => killGroup(child, 'SIGKILL'));
+  let last = '';
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    if (line.trim() !== '') last = line;
+  });
+  try {
+    const [code, signal] = (await once(child, 'close')) as [number | null, NodeJS.Signals | null];
+    if (code !== 0) throw new Error(`${spec.name} exited with code ${code}, signal ${signal}`);
+    return JSON.parse(last) as T;
+  } finally {
+    unregister();
+    live.delete(child);
   }
 }
 

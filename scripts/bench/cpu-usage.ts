@@ -63,6 +63,22 @@ export function postgresPids(): number[] {
   }
 }
 
+/** The pids of a process group: a child started as group leader and the processes it forked (cluster workers). */
+export function groupPids(pgid: number): number[] {
+  try {
+    return readdirSync('/proc')
+      .filter((entry) => /^\d+$/.test(entry))
+      .filter((pid) => {
+        const stat = readText(`/proc/${pid}/stat`);
+        // After the command name: state, ppid, pgrp.
+        return stat !== undefined && Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]) === pgid;
+      })
+      .map(Number);
+  } catch {
+    return [pgid];
+  }
+}
+
 /** Busy ticks of processes (user, nice, system; interrupt time is left out: here it is mostly our loopback traffic) and steal. */
 function machineTicks(): { busy: number; steal: number } {
   // cpu  user nice system idle iowait irq softirq steal ...

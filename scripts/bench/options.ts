@@ -5,6 +5,11 @@ export const TARGETS = ['direct', 'passthrough', 'pglite', 'pg'] as const;
 /** A place requests go: the LLM itself, the bare pass-through, or the service on one of its databases. */
 export type Target = (typeof TARGETS)[number];
 
+/** What a run measures: chat throughput (the targets), 1 versus N service workers, memory per cached session, long-term recall latency. */
+export const SCENARIOS = ['throughput', 'workers', 'session-memory', 'recall'] as const;
+/** One of the bench's measurements. */
+export type Scenario = (typeof SCENARIOS)[number];
+
 /** How the service's sessions are used: one per connection, continued turn after turn, or a new one per request. */
 export type SessionMode = 'session' | 'new';
 
@@ -23,6 +28,17 @@ export type BenchOptions = {
   /** Longest wait before a cell for other processes to leave the CPU alone. */
   quietWaitMs: number;
   dbUrl: string;
+  scenarios: Scenario[];
+  /** Worker counts of the service for the workers scenario. */
+  workers: number[];
+  /** Sessions given one turn each by the session-memory scenario. */
+  sessions: number;
+  /** The cache bound (sessions.cache_size) of the session-memory run that goes past it. */
+  cacheBound: number;
+  /** Long-term memories of the user the recall scenario queries. */
+  memories: number;
+  /** Timed recalls per case of the recall scenario. */
+  queries: number;
   help: boolean;
 };
 
@@ -31,7 +47,8 @@ export const BENCH_USAGE = `Usage: npm run bench -- [options]
   --duration S           measured seconds per cell (default 5)
   --requests N           measure N requests per cell instead of a duration
   --warmup N             warm-up requests per cell (default 500)
-  --quick                1 s cells, 100 warm-up requests
+  --quick                1 s cells, 100 warm-up requests; small session-memory and recall sizes
+  --scenario LIST        of throughput,workers,session-memory,recall (default all; the full sizes take about 45 min)
   --concurrency LIST     connections for non-streaming cells (default 1,32,128)
   --stream-concurrency L connections for streaming cells (default 1,32)
   --targets LIST         of direct,passthrough,pglite,pg (default all)
@@ -39,7 +56,15 @@ export const BENCH_USAGE = `Usage: npm run bench -- [options]
   --no-stream            skip the streaming cells
   --profile              CPU-profile the service; alone it means --targets pglite --modes session --concurrency 32 --no-stream
   --quiet-wait S         before each cell, wait up to S seconds for other processes + steal to take < 0.2 cores (default 60; 0: don't)
-  --db-url URL           PostgreSQL server for the pg target (default $BENCH_DB_URL or postgres://postgres@127.0.0.1:5432/test)`;
+  --db-url URL           PostgreSQL server for the pg target, the workers and recall scenarios (default $BENCH_DB_URL or postgres://postgres@127.0.0.1:5432/test)
+workers:
+  --workers LIST         APP_WORKERS of the service on PostgreSQL (default 1,4); cells use --concurrency and --modes
+session-memory:
+  --sessions N           new sessions, one turn each (default 100000; quick 2000)
+  --cache-bound N        sessions.cache_size of the run that goes past it (default 10000; quick 500)
+recall:
+  --memories N           memories of the queried user (default 100000; quick 10000)
+  --queries N            timed recalls per case (default 1000; quick 200)`;
 
 /** Parses the command line of `npm run bench`. */
 export function parseBenchOptions(args: string[]): BenchOptions {
@@ -59,22 +84,38 @@ export function parseBenchOptions(args: string[]): BenchOptions {
       profile: { type: 'boolean', default: false },
       'quiet-wait': { type: 'string' },
       'db-url': { type: 'string' },
+      scenario: { type: 'string' },
+      workers: { type: 'string' },
+      sessions: { type: 'string' },
+      'cache-bound': { type: 'string' },
+      memories: { type: 'string' },
+      queries: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
   const profileOnly = values.profile && values.targets === undefined;
+  const scenarios = oneOf('--scenario', list(values.scenario ?? (profileOnly ? 'throughput' : SCENARIOS.join(','))), SCENARIOS);
+  const sized = (flag: string, value: string | undefined, full: number, quick: number) =>
+    value !== undefined ? count(flag, value) : values.quick ? quick : full;
   return {
     durationMs: 1000 * (values.duration !== undefined ? positive('--duration', values.duration) : values.quick ? 1 : 5),
     requests: values.requests === undefined ? undefined : positive('--requests', values.requests),
     warmup: values.warmup !== undefined ? positive('--warmup', values.warmup, true) : values.quick ? 100 : 500,
     concurrency: list(values.concurrency ?? (profileOnly ? '32' : '1,32,128')).map((n) => positive('--concurrency', n)),
     streamConcurrency: list(values['stream-concurrency'] ?? '1,32').map((n) => positive('--stream-concurrency', n)),
-    targets: oneOf('--targets', list(values.targets ?? (profileOnly ? 'pglite' : TARGETS.join(','))), TARGETS),
+    // The targets are the throughput scenario's: without it, none is measured.
+    targets: scenarios.includes('throughput') ? oneOf('--targets', list(values.targets ?? (profileOnly ? 'pglite' : TARGETS.join(','))), TARGETS) : [],
     modes: oneOf('--modes', list(values.modes ?? (profileOnly ? 'session' : 'session,new')), ['session', 'new'] as const),
     stream: !values['no-stream'] && !profileOnly,
     profile: values.profile,
     quietWaitMs: 1000 * (values['quiet-wait'] !== undefined ? positive('--quiet-wait', values['quiet-wait'], true) : 60),
     dbUrl: values['db-url'] ?? process.env.BENCH_DB_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
+    scenarios,
+    workers: list(values.workers ?? '1,4').map((n) => count('--workers', n)),
+    sessions: sized('--sessions', values.sessions, 100_000, 2_000),
+    cacheBound: sized('--cache-bound', values['cache-bound'], 10_000, 500),
+    memories: sized('--memories', values.memories, 100_000, 10_000),
+    queries: sized('--queries', values.queries, 1_000, 200),
     help: values.help,
   };
 }
@@ -86,6 +127,12 @@ function list(value: string): string[] {
 function positive(flag: string, value: string, zeroAllowed = false): number {
   const number = Number(value);
   if (!(number > 0 || (zeroAllowed && number === 0)) || !Number.isFinite(number)) throw new Error(`${flag} must be a positive number, got '${value}'`);
+  return number;
+}
+
+function count(flag: string, value: string): number {
+  const number = positive(flag, value);
+  if (!Number.isInteger(number)) throw new Error(`${flag} must be a whole number, got '${value}'`);
   return number;
 }
 

@@ -6,6 +6,9 @@ import type { SelfTimeReport } from './cpu-profile.js';
 import type { CpuUsage } from './cpu-usage.js';
 import type { LoadResult } from './load.js';
 import type { BenchOptions, SessionMode, Target } from './options.js';
+import { recallSection, type RecallReport } from './recall-latency.js';
+import { sessionMemorySection, type SessionMemoryReport } from './session-memory.js';
+import { markdownTable, ms, sectionMarkdown, sectionText, textTable, type Section, type Table } from './table.js';
 
 /** One measured cell: a target, a session mode (service only), streaming or not, a concurrency. */
 export type CellResult = {
@@ -20,6 +23,8 @@ export type CellResult = {
   flagged: boolean;
   /** Other processes used the CPU meanwhile: the figures are low. */
   noisy: boolean;
+  /** The service's worker processes (APP_WORKERS): set in the workers scenario's cells only. */
+  workers?: number;
 };
 
 /** Where the run happened. */
@@ -34,6 +39,8 @@ export type BenchReport = {
   goals: string[];
   notes: string[];
   profile?: SelfTimeReport[];
+  sessionMemory?: SessionMemoryReport;
+  recall?: RecallReport;
 };
 
 /** The machine the bench runs on: CPU, cores, memory, Node, OS, load at start, git commit. */
@@ -63,8 +70,9 @@ function find(cells: CellResult[], target: Target, stream: boolean, connections:
 }
 
 /** The goals the run checks: service rps ≥ 70% of the pass-through, < 1 ms added p50 at 1 connection. */
-export function checkGoals(cells: CellResult[]): string[] {
+export function checkGoals(allCells: CellResult[]): string[] {
   const goals: string[] = [];
+  const cells = throughputCells(allCells);
   for (const cell of cells.filter((c) => isService(c.target) && !c.stream)) {
     const name = `${LABELS[cell.target]} (${cell.mode}) c=${cell.connections}`;
     const pass = find(cells, 'passthrough', false, cell.connections);
@@ -81,7 +89,43 @@ export function checkGoals(cells: CellResult[]): string[] {
   return goals;
 }
 
-type Table = { headers: string[]; rows: string[][] };
+/** The cells of the throughput scenario (the workers scenario's have a worker count). */
+const throughputCells = (cells: CellResult[]) => cells.filter((cell) => cell.workers === undefined);
+
+/** The workers scenario: the service on PostgreSQL with each worker count, compared with the fewest workers. */
+function workersSection(allCells: CellResult[]): Section | undefined {
+  const cells = allCells.filter((cell) => cell.workers !== undefined);
+  if (cells.length === 0) return undefined;
+  const fewest = Math.min(...cells.map((cell) => cell.workers!));
+  const headers = ['workers', 'mode', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'errors', `vs ${fewest} worker${fewest > 1 ? 's' : ''}`, ...CPU_HEADERS];
+  const rows = cells.map((cell) => {
+    const base = cells.find((other) => other.workers === fewest && other.mode === cell.mode && other.connections === cell.connections);
+    return [
+      String(cell.workers),
+      cell.mode ?? '-',
+      String(cell.connections),
+      rps(cell),
+      ms(cell.result.latency.p50),
+      ms(cell.result.latency.p99),
+      errors(cell),
+      base && base !== cell ? percent(cell.result.rps / base.result.rps) : '',
+      ...cpuColumns(cell),
+    ];
+  });
+  return {
+    title: 'Service workers on the PostgreSQL server (APP_WORKERS; non-streaming; cores of the target = the primary and its workers)',
+    table: { headers, rows },
+    lines: [],
+  };
+}
+
+/** The sections of the scenarios other than throughput, in the order they ran. */
+function scenarioSections(report: BenchReport): Section[] {
+  const sections = [workersSection(report.cells)];
+  if (report.sessionMemory) sections.push(sessionMemorySection(report.sessionMemory));
+  if (report.recall) sections.push(recallSection(report.recall));
+  return sections.filter((section): section is Section => section !== undefined);
+}
 
 function nonStreamingTable(cells: CellResult[]): Table {
   const headers = ['target', 'mode', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'errors', 'vs direct', 'vs passthrough', '+p50 ms', ...CPU_HEADERS];
@@ -148,21 +192,9 @@ function cpuColumns(cell: CellResult): string[] {
 }
 
 const rps = (cell: CellResult) => `${cell.noisy ? '~' : ''}${cell.result.rps.toFixed(0)}`;
-const ms = (value: number | undefined) => (value === undefined || Number.isNaN(value) ? '-' : value.toFixed(2));
 const signed = (value: number) => `${value >= 0 ? '+' : ''}${value.toFixed(2)}`;
 const percent = (ratio: number) => `${(100 * ratio).toFixed(0)}%`;
 const errors = (cell: CellResult) => (cell.flagged ? `${cell.result.errors} !!` : '0');
-
-function textTable({ headers, rows }: Table): string {
-  const widths = headers.map((header, column) => Math.max(header.length, ...rows.map((row) => row[column]!.length)));
-  const line = (cells: string[]) => cells.map((cell, column) => (column < 2 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join('  ');
-  return [line(headers), widths.map((width) => '-'.repeat(width)).join('  '), ...rows.map(line)].join('\n');
-}
-
-function markdownTable({ headers, rows }: Table): string {
-  const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
-  return [line(headers), line(headers.map((_, column) => (column < 2 ? '---' : '---:'))), ...rows.map(line)].join('\n');
-}
 
 function profileLines(profile: SelfTimeReport): string[] {
   const busy = profile.totalMs - profile.idleMs;
@@ -186,19 +218,19 @@ function noisyLine(cells: CellResult[]): string[] {
 function errorLines(cells: CellResult[]): string[] {
   return cells
     .filter((cell) => cell.flagged)
-    .map((cell) => `${LABELS[cell.target]} ${cell.mode ?? ''} ${cell.stream ? 'stream ' : ''}c=${cell.connections}: ${cell.result.errors} errors, e.g. ${cell.result.errorSamples.join(' | ')}`);
+    .map((cell) => `${LABELS[cell.target]}${cell.workers ? ` ${cell.workers} workers` : ''} ${cell.mode ?? ''} ${cell.stream ? 'stream ' : ''}c=${cell.connections}: ${cell.result.errors} errors, e.g. ${cell.result.errorSamples.join(' | ')}`);
 }
 
 /** The readable report printed on stdout. */
 export function renderText(report: BenchReport): string {
   const { machine } = report;
-  const parts = [
-    `svc-agent bench ${report.date} — ${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}, load ${machine.loadAverage.join(' ')}, commit ${machine.commit}`,
-    '',
-    'Non-streaming (latency in ms; vs = req/s ratio at the same connections; +p50 = added over direct; cores used during the cell)',
-    textTable(nonStreamingTable(report.cells)),
-  ];
-  if (report.cells.some((cell) => cell.stream)) parts.push('', 'Streaming (first = first content piece, total = whole stream; ms)', textTable(streamingTable(report.cells)));
+  const cells = throughputCells(report.cells);
+  const parts = [`svc-agent bench ${report.date} — ${machine.cpuModel}, ${machine.cores} cores, Node ${machine.node}, load ${machine.loadAverage.join(' ')}, commit ${machine.commit}`];
+  if (cells.some((cell) => !cell.stream)) {
+    parts.push('', 'Non-streaming (latency in ms; vs = req/s ratio at the same connections; +p50 = added over direct; cores used during the cell)', textTable(nonStreamingTable(cells)));
+  }
+  if (cells.some((cell) => cell.stream)) parts.push('', 'Streaming (first = first content piece, total = whole stream; ms)', textTable(streamingTable(cells)));
+  for (const section of scenarioSections(report)) parts.push('', ...sectionText(section));
   if (report.goals.length > 0) parts.push('', 'Goals', ...report.goals);
   const problems = errorLines(report.cells);
   if (problems.length > 0) parts.push('', 'Cells with errors (!!)', ...problems);
@@ -217,12 +249,11 @@ export function renderMarkdown(report: BenchReport): string {
     `- Machine: ${machine.cpuModel}, ${machine.cores} cores, ${machine.memoryGb} GB, ${machine.os}, load average at start ${machine.loadAverage.join(' ')}`,
     `- Node ${machine.node}, commit ${machine.commit}`,
     `- Cells: ${report.options.requests !== undefined ? `${report.options.requests} requests` : `${report.options.durationMs / 1000} s`} after ${report.options.warmup} warm-up requests; loopback, scripted LLM`,
-    '',
-    '## Non-streaming',
-    '',
-    markdownTable(nonStreamingTable(report.cells)),
   ];
-  if (report.cells.some((cell) => cell.stream)) parts.push('', '## Streaming', '', markdownTable(streamingTable(report.cells)));
+  const cells = throughputCells(report.cells);
+  if (cells.some((cell) => !cell.stream)) parts.push('', '## Non-streaming', '', markdownTable(nonStreamingTable(cells)));
+  if (cells.some((cell) => cell.stream)) parts.push('', '## Streaming', '', markdownTable(streamingTable(cells)));
+  for (const section of scenarioSections(report)) parts.push('', ...sectionMarkdown(section));
   if (report.goals.length > 0) parts.push('', '## Goals', '', ...report.goals.map((goal) => `- ${goal}`));
   const problems = errorLines(report.cells);
   if (problems.length > 0) parts.push('', '## Cells with errors', '', ...problems.map((line) => `- ${line}`));

@@ -1,0 +1,201 @@
+import { parseArgs } from 'node:util';
+import { CompiledQuery, sql, type KyselyPlugin, type QueryId, type RootOperationNode } from 'kysely';
+import { loadConfig } from '../../config/load-config.js';
+import { createLocalEmbedder } from '../../runtime/embedder.js';
+import { EventBus } from '../../runtime/event-bus.js';
+import { hashedEmbedding } from '../../runtime/hashed-embedding.js';
+import { createVectorMemory } from '../../runtime/vector-memory.js';
+import { createDatabase, createMemoryRepository, migrateToLatest, type Database } from '../../storage/index.js';
+import { summarise, type LatencySummary } from './latency-stats.js';
+import { createTextSource, type TextSource } from './text-source.js';
+
+/** One measured case: whose memories are recalled, in which state of the planner's statistics. */
+export type RecallCase = {
+  user: string;
+  /** Memories the user owns. */
+  userMemories: number;
+  /** `as filled`: the statistics the database gathered on its own; `after ANALYZE`: fresh ones. */
+  statistics: 'as filled' | 'after ANALYZE';
+  /** Time of `recall` (embedding the text and the search), in ms. */
+  latency: LatencySummary;
+  /** EXPLAIN ANALYZE of the search statement `recall` runs. */
+  plan: string[];
+  /** Share of the recalled memories that are among the exact nearest ones (index scans off), over `exactQueries` queries. */
+  exactShare: number;
+  exactQueries: number;
+};
+
+/** What one probe run measured; printed as the last line of stdout. */
+export type RecallProbeResult = {
+  database: 'pglite' | 'pg';
+  memories: number;
+  dimensions: number;
+  results: number;
+  fillMs: number;
+  /** The memories table's indexes as the migration created them. */
+  indexes: string[];
+  cases: RecallCase[];
+};
+
+const HEAVY_USER = 'bench-user';
+/** Other users, each with a few memories: a recall for one of them must skip most of the table. */
+const LIGHT_USERS = 10;
+const LIGHT_USER_MEMORIES = 100;
+const BATCH = 500;
+const WARMUP_QUERIES = 20;
+const EXACT_QUERIES = 100;
+
+/**
+ * CLI: `recall-probe.ts --memories N --queries Q [--db-url URL]`. Migrates a database with
+ * long-term memory (PGlite in memory with pgvector, or the server at `--db-url`), stores N
+ * memories of one user and a few of other users with the local hashed embeddings, then
+ * times `recall` of runtime/vector-memory.ts and explains the search it runs.
+ */
+async function main(): Promise<void> {
+  const { values } = parseArgs({ options: { memories: { type: 'string' }, queries: { type: 'string' }, 'db-url': { type: 'string', default: '' } } });
+  if (!values.memories || !values.queries) throw new Error('--memories and --queries are required');
+  const memories = Number(values.memories);
+  const queries = Number(values.queries);
+  const config = loadConfig({});
+  const dimensions = config.memory.embedding_dimensions;
+  const results = config.memory.long_term_results;
+  const database = await createDatabase({ url: values['db-url'], dataDir: 'memory://', vector: true });
+  try {
+    await migrateToLatest(database, { vector: true, embeddingDimensions: dimensions });
+    const settings: CaseSettings = { queries, results, dimensions, texts: createTextSource(1) };
+    const fillStarted = performance.now();
+    await fill(database, HEAVY_USER, memories, settings);
+    for (let user = 1; user <= LIGHT_USERS; user += 1) await fill(database, lightUser(user), LIGHT_USER_MEMORIES, settings);
+    const fillMs = performance.now() - fillStarted;
+    const indexes = await sql<{ indexdef: string }>`select indexdef from pg_indexes where tablename = 'memories' order by indexname`.execute(database.db);
+    const cases: RecallCase[] = [];
+    for (const statistics of ['as filled', 'after ANALYZE'] as const) {
+      if (statistics === 'after ANALYZE') await sql`analyze memories`.execute(database.db);
+      cases.push(await measureCase(database, HEAVY_USER, memories, statistics, settings));
+      cases.push(await measureCase(database, lightUser(1), LIGHT_USER_MEMORIES, statistics, settings));
+    }
+    const result: RecallProbeResult = {
+      database: database.kind,
+      memories,
+      dimensions,
+      results,
+      fillMs,
+      indexes: indexes.rows.map((row) => row.indexdef),
+      cases,
+    };
+    console.log(JSON.stringify(result));
+  } finally {
+    await database.close();
+  }
+}
+
+const lightUser = (index: number) => `bench-user-${index}`;
+
+/** Stores `count` memories of `userId` in batches through the memory repository, as consolidation does one by one. */
+async function fill(database: Database, userId: string, count: number, { dimensions, texts }: CaseSettings): Promise<void> {
+  const store = createMemoryRepository(database.db);
+  const started = performance.now();
+  for (let done = 0; done < count; done += BATCH) {
+    const entries = Array.from({ length: Math.min(BATCH, count - done) }, (_, index) => {
+      const content = `User: ${texts.sentence(14)}\nAssistant: ${texts.sentence(24)}`;
+      return { userId, sessionId: `bench-session-${(done + index) % 1000}`, content, embedding: hashedEmbedding(content, dimensions) };
+    });
+    await store.add(entries);
+    if ((done / BATCH) % 20 === 19) console.error(`  ${done + BATCH} memories of ${userId} (${((performance.now() - started) / 1000).toFixed(0)} s)`);
+  }
+}
+
+/** Settings every case shares. */
+type CaseSettings = { queries: number; results: number; dimensions: number; texts: TextSource };
+
+async function measureCase(
+  database: Database,
+  userId: string,
+  userMemories: number,
+  statistics: RecallCase['statistics'],
+  { queries, results, dimensions, texts }: CaseSettings,
+): Promise<RecallCase> {
+  const spy = createQuerySpy();
+  const store = createMemoryRepository(database.db.withPlugin(spy.plugin));
+  const events = new EventBus();
+  events.on('storage:error', ({ error }) => {
+    throw error;
+  });
+  const memory = createVectorMemory({ store, embedder: createLocalEmbedder(dimensions), events, results });
+  const durations: number[] = [];
+  for (let index = 0; index < WARMUP_QUERIES + queries; index += 1) {
+    const text = texts.sentence(14);
+    const started = performance.now();
+    const recalled = await memory.recall(userId, text);
+    if (index >= WARMUP_QUERIES) durations.push(performance.now() - started);
+    if (recalled.length !== Math.min(results, userMemories)) throw new Error(`recall for ${userId} gave ${recalled.length} memories`);
+  }
+  const { node, queryId } = spy.last();
+  const search = database.db.getExecutor().compileQuery(node, queryId);
+  const explained = await database.db.executeQuery<{ 'QUERY PLAN': string }>(
+    CompiledQuery.raw(`explain (analyze, buffers) ${search.sql}`, [...search.parameters]),
+  );
+  const exact = await exactShare(database, userId, { queries, results, dimensions, texts });
+  const latency = summarise(durations);
+  console.error(`  recall ${userId} (${statistics}): p50 ${latency.p50.toFixed(2)} ms, p99 ${latency.p99.toFixed(2)} ms, exact ${(100 * exact).toFixed(0)}%`);
+  return {
+    user: userId,
+    userMemories,
+    statistics,
+    latency,
+    // The query vector's 256 numbers say nothing about the plan.
+    plan: explained.rows.map((row) => row['QUERY PLAN'].replace(/'\[[^\]]*\]'::vector/g, "'[…]'::vector")),
+    exactShare: exact,
+    exactQueries: EXACT_QUERIES,
+  };
+}
+
+/** A Kysely plugin that records the last statement run through it, so that it can be explained as it was run. */
+function createQuerySpy(): { plugin: KyselyPlugin; last(): { node: RootOperationNode; queryId: QueryId } } {
+  let last: { node: RootOperationNode; queryId: QueryId } | undefined;
+  return {
+    plugin: {
+      transformQuery(args) {
+        last = { node: args.node, queryId: args.queryId };
+        return args.node;
+      },
+      transformResult: async (args) => args.result,
+    },
+    last() {
+      if (!last) throw new Error('no statement ran');
+      return last;
+    },
+  };
+}
+
+/**
+ * Compares the repository's search with an exact one (index scans off, so every memory of
+ * the user is measured): the share of the returned ids that are among the exact nearest.
+ */
+async function exactShare(database: Database, userId: string, { results, dimensions, texts }: CaseSettings): Promise<number> {
+  let found = 0;
+  let wanted = 0;
+  // One connection throughout: the setting is per connection (and PGlite has only one).
+  await database.db.connection().execute(async (connection) => {
+    const store = createMemoryRepository(connection);
+    for (let index = 0; index < EXACT_QUERIES; index += 1) {
+      const embedding = hashedEmbedding(texts.sentence(14), dimensions);
+      const approximate = await store.search(userId, embedding, results);
+      await sql`set enable_indexscan = off`.execute(connection);
+      const exact = await store.search(userId, embedding, results);
+      await sql`reset enable_indexscan`.execute(connection);
+      const exactIds = new Set(exact.map((entry) => entry.id));
+      found += approximate.filter((entry) => exactIds.has(entry.id)).length;
+      wanted += exact.length;
+    }
+  });
+  return wanted === 0 ? 1 : found / wanted;
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    console.error(`recall probe: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    process.exit(1);
+  },
+);

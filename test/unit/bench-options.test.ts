@@ -1,0 +1,42 @@
+import { expect } from 'chai';
+import { parseBenchOptions, SCENARIOS } from '../../scripts/bench/options.js';
+import { createTextSource } from '../../scripts/bench/text-source.js';
+
+describe('parseBenchOptions', () => {
+  it('runs every scenario at full size when no option is given', () => {
+    const options = parseBenchOptions([]);
+    expect(options.scenarios).to.deep.equal([...SCENARIOS]);
+    expect(options).to.include({ sessions: 100_000, cacheBound: 10_000, memories: 100_000, queries: 1_000 });
+    expect(options.workers).to.deep.equal([1, 4]);
+  });
+
+  it('shrinks the session-memory and recall sizes when --quick is given', () => {
+    expect(parseBenchOptions(['--quick'])).to.include({ sessions: 2_000, cacheBound: 500, memories: 10_000, queries: 200 });
+  });
+
+  it('measures no chat target when the throughput scenario is not selected', () => {
+    const options = parseBenchOptions(['--scenario', 'recall,workers', '--targets', 'pg']);
+    expect(options.scenarios).to.deep.equal(['recall', 'workers']);
+    expect(options.targets).to.deep.equal([]);
+  });
+
+  it('rejects an unknown scenario, naming the allowed ones', () => {
+    expect(() => parseBenchOptions(['--scenario', 'latency'])).to.throw(/--scenario: unknown latency \(allowed: throughput,/);
+  });
+
+  it('rejects a worker count that is not a whole number', () => {
+    expect(() => parseBenchOptions(['--workers', '1,2.5'])).to.throw(/--workers must be a whole number, got '2.5'/);
+  });
+});
+
+describe('createTextSource', () => {
+  it('gives the same sentences for the same seed and others for another seed', () => {
+    const first = createTextSource(7);
+    const again = createTextSource(7);
+    const other = createTextSource(8);
+    const sentences = [first.sentence(12), first.sentence(12)];
+    expect([again.sentence(12), again.sentence(12)]).to.deep.equal(sentences);
+    expect(other.sentence(12)).to.not.equal(sentences[0]);
+    expect(sentences[0]!.split(' ')).to.have.length(12);
+  });
+});

@@ -1,0 +1,68 @@
+import { expect } from 'chai';
+import { recallSection } from '../../scripts/bench/recall-latency.js';
+import type { RecallCase } from '../../scripts/bench/recall-probe.js';
+import { sessionMemorySection } from '../../scripts/bench/session-memory.js';
+import type { MemoryReading, SessionMemoryProbeResult } from '../../scripts/bench/session-memory-probe.js';
+
+const MB = 2 ** 20;
+const reading = (sessions: number, cachedActors: number, heapMb: number): MemoryReading => ({
+  sessions,
+  cachedActors,
+  registrySize: cachedActors,
+  heapUsed: heapMb * MB,
+  rss: 500 * MB,
+  external: 250 * MB,
+});
+const run = (cacheSize: number, checkpoints: MemoryReading[]): SessionMemoryProbeResult => ({
+  cacheSize,
+  sessions: checkpoints.at(-1)!.sessions,
+  turns: 1,
+  concurrency: 8,
+  fillMs: 1000,
+  baseline: reading(0, 0, 30),
+  checkpoints,
+  afterEviction: reading(checkpoints.at(-1)!.sessions, 0, 31),
+});
+
+describe('sessionMemorySection', () => {
+  it('meets the goal when each cached session adds less than 10 KB, and misses it above', () => {
+    // 10,000 sessions adding 90 MB: 9.2 KB each; 100,000 adding 1,100 MB: 11.3 KB each.
+    const { lines } = sessionMemorySection({ runs: [run(100_000, [reading(10_000, 10_000, 120), reading(100_000, 100_000, 1130)])] });
+    expect(lines).to.include('MET  10000 cached sessions of 1 turn(s): 9.22 KB each (goal < 10 KB)');
+    expect(lines).to.include('MISS 100000 cached sessions of 1 turn(s): 11.26 KB each (goal < 10 KB)');
+  });
+
+  it('calls the heap flat past the bound only when it grows less than 5% of what the cache adds', () => {
+    const flat = sessionMemorySection({ runs: [run(10_000, [reading(10_000, 10_000, 130), reading(100_000, 10_000, 134)])] });
+    const growing = sessionMemorySection({ runs: [run(10_000, [reading(10_000, 10_000, 130), reading(100_000, 10_000, 140)])] });
+    expect(flat.lines[0]).to.match(/^MET  heap past the bound of 10000: .* \(\+4\.0% of what the cache adds/);
+    expect(growing.lines[0]).to.match(/^MISS heap past the bound of 10000: .* \(\+10\.0% of what the cache adds/);
+  });
+});
+
+describe('recallSection', () => {
+  const recallCase = (p99: number, plan: string[]): RecallCase => ({
+    user: 'bench-user',
+    userMemories: 100_000,
+    statistics: 'as filled',
+    latency: { p50: p99 / 2, p95: p99, p99, mean: p99 / 2, max: p99 },
+    plan,
+    exactShare: 0.9,
+    exactQueries: 100,
+  });
+  const section = (cases: RecallCase[]) =>
+    recallSection({ runs: [{ database: 'pglite', memories: 100_000, dimensions: 256, results: 5, fillMs: 1000, indexes: [], cases }], notes: [] });
+
+  it('misses the goal when p99 reaches 20 ms and names the scan the plan used', () => {
+    const { lines, table } = section([
+      recallCase(25, ['Limit', '  ->  Sort', '        Sort Method: top-N heapsort', '        ->  Bitmap Index Scan on memories_user_id_idx  (cost=0.00..4.77)']),
+      recallCase(3, ['Limit', '  ->  Index Scan using memories_embedding_hnsw_idx on memories  (cost=372.42..14921.00)']),
+    ]);
+    expect(lines[0]).to.equal('MISS pglite, as filled, a user with 100000 memories: recall p99 25.00 ms (goal < 20 ms)');
+    expect(lines[1]).to.equal('MET  pglite, as filled, a user with 100000 memories: recall p99 3.00 ms (goal < 20 ms)');
+    expect(table!.rows.map((row) => row.at(-1))).to.deep.equal([
+      'Bitmap Index Scan on memories_user_id_idx + sort',
+      'Index Scan using memories_embedding_hnsw_idx',
+    ]);
+  });
+});
