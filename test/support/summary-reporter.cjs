@@ -10,9 +10,9 @@ class SummaryReporter extends Spec {
     super(runner, options);
     runner.once(EVENT_RUN_END, () => {
       const { passes, failures, pending } = runner.stats ?? this.stats;
-      const skipped = pending > 0 ? `, ${pending} skipped` : '';
-      // Printed after the spec reporter's own epilogue, so it is the last line.
-      process.nextTick(() => process.stdout.write(`${passes} passed, ${failures} failed${skipped}\n`));
+      const skipped = pending > 0 ? `${pending} skipped\n` : '';
+      // Printed after the spec reporter's own epilogue, so it is the last line, exactly as CI reads it.
+      process.nextTick(() => process.stdout.write(`${skipped}${passes} passed, ${failures} failed\n`));
     });
   }
 }
