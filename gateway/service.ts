@@ -12,7 +12,7 @@ import type { LongTermMemory } from '../runtime/long-term-memory.js';
 import { createVectorMemory } from '../runtime/vector-memory.js';
 import { SessionLeases } from '../runtime/session-leases.js';
 import { ServiceMetrics } from '../runtime/metrics.js';
-import { Supervisor } from '../runtime/supervisor.js';
+import { Supervisor, type SupervisorSettings } from '../runtime/supervisor.js';
 import { createXStateInspector } from '../runtime/xstate-inspector.js';
 import { createSessionLeaseRepository } from '../storage/session-lease-repository.js';
 import { createDatabase, createStores, migrateToLatest, type Database } from '../storage/index.js';
@@ -119,16 +119,7 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
     events,
     memory,
     tools,
-    settings: {
-      systemPrompt: config.app.system_prompt,
-      shortTermTurns: config.memory.short_term_turns,
-      maxToolRounds: config.state.max_tool_rounds,
-      cacheSize: config.sessions.cache_size,
-      idleMs: config.sessions.idle_ms,
-      turnWaitMs: config.sessions.turn_wait_ms,
-      writeWaitMs: config.sessions.write_wait_ms,
-      heartbeatMs: config.tools.heartbeat_ms,
-    },
+    settings: supervisorSettingsOf(config),
   });
   const webhookStore = createWebhookRepository(database.db);
   const webhookPolicy = { allowHttp: config.webhooks.allow_http, allowPrivateTargets: config.webhooks.allow_private_targets };
@@ -224,6 +215,20 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
     })());
 
   return { url: `http://${host}:${port}`, port, server, supervisor, events, database, writer, close };
+}
+
+/** The supervisor's settings from the service's configuration. */
+export function supervisorSettingsOf(config: AppConfig): SupervisorSettings {
+  return {
+    systemPrompt: config.app.system_prompt,
+    shortTermTurns: config.memory.short_term_turns,
+    maxToolRounds: config.state.max_tool_rounds,
+    cacheSize: config.sessions.cache_size,
+    idleMs: config.sessions.idle_ms,
+    turnWaitMs: config.sessions.turn_wait_ms,
+    writeWaitMs: config.sessions.write_wait_ms,
+    heartbeatMs: config.tools.heartbeat_ms,
+  };
 }
 
 async function createMemory(

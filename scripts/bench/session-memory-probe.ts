@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import { loadConfig } from '../../config/load-config.js';
 import { loadGraph } from '../../config/load-graph.js';
 import { parseChatRequest } from '../../gateway/chat-request.js';
+import { supervisorSettingsOf } from '../../gateway/service.js';
 import { DurableWriter } from '../../runtime/durable-writer.js';
 import { EventBus } from '../../runtime/event-bus.js';
 import { createLlmClient } from '../../runtime/llm-client.js';
@@ -86,16 +87,7 @@ async function main(): Promise<void> {
     sessions: stores.sessions,
     writer,
     events,
-    settings: {
-      systemPrompt: config.app.system_prompt,
-      shortTermTurns: config.memory.short_term_turns,
-      maxToolRounds: config.state.max_tool_rounds,
-      cacheSize: config.sessions.cache_size,
-      idleMs: config.sessions.idle_ms,
-      turnWaitMs: config.sessions.turn_wait_ms,
-      writeWaitMs: config.sessions.write_wait_ms,
-      heartbeatMs: config.tools.heartbeat_ms,
-    },
+    settings: supervisorSettingsOf(config),
   });
   const bodies = chatBodies(false);
   const maxMessages = config.app.max_messages;
