@@ -24,6 +24,11 @@ const page = {
   messagesLoad: Promise.resolve(),
   refreshTimer: null,
   stream: null,
+  /** Session list reads sent, and the newest one shown: an older answer arriving late is dropped. */
+  listsRequested: 0,
+  listShown: 0,
+  /** `listsRequested` when the chosen session's last live state change arrived: lists read before it are older than the drawing. */
+  stateSeenAt: 0,
 };
 
 /** A refused API key: the page asks for another. */
@@ -81,14 +86,19 @@ async function open() {
   }
   $('key-form').hidden = true;
   $('inspector').hidden = false;
-  if (page.selected) highlight(sessionById(page.selected)?.state);
+  if (page.selected) showState(sessionById(page.selected)?.state);
   followEvents();
 }
 
 async function loadSessions() {
+  const ticket = ++page.listsRequested;
   const list = await inspectorData('/inspect/sessions');
+  if (ticket < page.listShown) return;
+  page.listShown = ticket;
   page.sessions = list.data;
   renderSessions();
+  // A list read after the last live change knows the chosen session's state at least as well as the drawing.
+  if (page.selected && ticket > page.stateSeenAt) showState(sessionById(page.selected)?.state);
 }
 
 function sessionById(id) {
@@ -142,14 +152,23 @@ function select(id) {
   page.lastMessageId = null;
   page.storedTransitions = [];
   page.liveTransitions = [];
+  page.stateSeenAt = 0;
   $('session-title').textContent = `Session ${id}`;
   $('history-note').hidden = true;
   $('messages').replaceChildren();
   renderSessions();
   renderTransitions();
-  highlight(sessionById(id)?.state);
+  showState(sessionById(id)?.state);
+  // The list may have been read in the middle of a turn that has ended since: read it again.
+  refreshSessionsSoon();
   loadTransitions();
   loadMessages();
+}
+
+/** Marks `state` on the drawing, keeping the transition marked that led there when it is already the one marked. */
+function showState(state) {
+  const current = $('graph').querySelector('.state.current')?.dataset.state;
+  if (state !== current) highlight(state);
 }
 
 /** Marks the state the session is in on the drawing, and the transition that led there. */
@@ -248,6 +267,7 @@ function onRuntimeEvent(event) {
   refreshSessionsSoon();
   if (event.session_id !== page.selected) return;
   if (event.type === 'session:state_changed') {
+    page.stateSeenAt = page.listsRequested;
     highlight(event.to, event.from);
     page.liveTransitions.push({ at: event.at, from: event.from, to: event.to, reason: event.reason });
     renderTransitions();

@@ -57,8 +57,10 @@ describeInBrowser(`inspector page (/inspect) in a browser${hasChromium ? '' : ` 
     await page.locator('#key-form button').click();
     await page.locator('#connection[data-status="live"]').waitFor();
 
-    expect((await client.chat.completions.create({ model: 'svc-default', messages: [{ role: 'user', content: 'hello inspector' }] })).choices[0]!.message.content).to.equal(
-      'Echo: hello inspector',
+    // A turn slower than the page's reload of the session list: the list it read mid-turn
+    // must not leave the drawing on the state the session has left.
+    expect((await client.chat.completions.create({ model: 'svc-default', messages: [{ role: 'user', content: 'hello inspector [[slow:800]]' }] })).choices[0]!.message.content).to.equal(
+      'Echo: hello inspector [[slow:800]]',
     );
     const row = page.locator(`#sessions tr[data-session-id="${SESSION}"]`);
     await row.waitFor();
