@@ -63,6 +63,7 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
     vector,
     poolSize: config.database.pool_size,
     onIdleError: (error) => logger.warn(`database connection lost: ${error.message}`),
+    onMaintenanceError: (error) => logger.warn(`analyzing the embedded database failed: ${error.message}`),
   });
   try {
     await migrateToLatest(database, { vector, embeddingDimensions: config.memory.embedding_dimensions });

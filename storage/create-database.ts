@@ -5,6 +5,7 @@ import { vector as vectorExtension } from '@electric-sql/pglite-pgvector';
 import { Kysely, PGliteDialect, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { registerTypes } from 'pgvector/pg';
+import { AutoAnalyze } from './auto-analyze.js';
 import type { DatabaseSchema } from './database-schema.js';
 
 /** An open database: the Kysely instance and what it runs on. */
@@ -14,6 +15,8 @@ export type Database = {
   kind: 'pg' | 'pglite';
   /** Opened with vector support (PGlite loads pgvector; `pg` clients get its type parsers). */
   hasVector: boolean;
+  /** The embedded database's stand-in for autovacuum's analyze: told of writes to the tables whose plans depend on statistics. */
+  autoAnalyze?: AutoAnalyze;
   close(): Promise<void>;
 };
 
@@ -37,6 +40,8 @@ export type CreateDatabaseOptions = {
    * dropped); the pool replaces such a connection on its own. Default: ignored.
    */
   onIdleError?: (error: Error) => void;
+  /** Told about errors of background work on the embedded database (its ANALYZE). Default: ignored. */
+  onMaintenanceError?: (error: Error) => void;
 };
 
 const DEFAULT_POOL_SIZE = 10;
@@ -97,11 +102,14 @@ async function openEmbedded(options: CreateDatabaseOptions): Promise<Database> {
   });
   if (options.vector) await pglite.query(`select ${ITERATIVE_SCAN}`);
   const db = new Kysely<DatabaseSchema>({ dialect: new PGliteDialect({ pglite }) });
+  const autoAnalyze = new AutoAnalyze(db, options.onMaintenanceError ?? (() => {}));
   return {
     db,
     kind: 'pglite',
     hasVector: options.vector,
+    autoAnalyze,
     async close() {
+      await autoAnalyze.close();
       await db.destroy();
       // Kysely closes PGlite only when it ran a query through it.
       if (!pglite.closed) await pglite.close();

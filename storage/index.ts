@@ -36,7 +36,10 @@ export function createStores(database: Database): Stores {
     tokens: createTokenRepository(database.db),
     oauthStates: createOAuthStateRepository(database.db),
   };
-  if (database.hasVector) stores.memories = createMemoryRepository(database.db);
+  if (database.hasVector) {
+    const autoAnalyze = database.autoAnalyze;
+    stores.memories = createMemoryRepository(database.db, autoAnalyze ? { onWrite: (rows) => autoAnalyze.wrote('memories', rows) } : {});
+  }
   return stores;
 }
 

@@ -5,9 +5,63 @@ import type { MemoryEntry, VectorMemoryStore } from '../runtime/ports.js';
 import type { DatabaseSchema } from './database-schema.js';
 import { rowLimit } from './row-limit.js';
 
+/**
+ * Up to this many memories, a user's search measures every one of them (found through the
+ * `user_id` index, then sorted): exact, and cheaper than walking the HNSW graph past other
+ * users' memories, which pgvector's filtered scan may give up on before it finds them.
+ */
+export const EXACT_SEARCH_UP_TO = 1_000;
+
+export type MemoryRepositoryOptions = {
+  /** Users with at most this many memories are searched exactly (default EXACT_SEARCH_UP_TO). */
+  exactSearchUpTo?: number;
+  /** Told how many memories each write added or removed (the embedded database's AutoAnalyze). */
+  onWrite?: (rows: number) => void;
+};
+
+const entryColumns = ['id', 'user_id', 'session_id', 'content', 'created_at'] as const;
+
 /** Long-term vector memory in the `memories` table (pgvector), behind the VectorMemoryStore port. */
-export function createMemoryRepository(db: Kysely<DatabaseSchema>): VectorMemoryStore {
-  const entryColumns = ['id', 'user_id', 'session_id', 'content', 'created_at'] as const;
+export function createMemoryRepository(db: Kysely<DatabaseSchema>, options: MemoryRepositoryOptions = {}): VectorMemoryStore {
+  const exactSearchUpTo = options.exactSearchUpTo ?? EXACT_SEARCH_UP_TO;
+
+  async function hasMoreThan(userId: string, memories: number): Promise<boolean> {
+    const row = await db
+      .selectFrom((eb) => eb.selectFrom('memories').select('id').where('user_id', '=', userId).limit(memories + 1).as('some'))
+      .select(sql<number>`count(*)::int`.as('count'))
+      .executeTakeFirstOrThrow();
+    return Number(row.count) > memories;
+  }
+
+  /** The planner's choice; with fresh statistics and many memories of the user, the HNSW index. */
+  async function nearestByIndex(userId: string, query: string, count: number): Promise<Array<MemoryEntry & { distance: number }>> {
+    const rows = await db
+      .selectFrom('memories')
+      .select(entryColumns)
+      .select(sql<number>`embedding <=> ${query}::vector`.as('distance'))
+      .where('user_id', '=', userId)
+      // Exactly the HNSW index's ordering, so the planner can use it (a tie-breaker would not).
+      .orderBy('distance')
+      .limit(count)
+      .execute();
+    return rows.map(toFoundEntry);
+  }
+
+  /** Every memory of the user measured: the materialized set keeps the planner off the HNSW index. */
+  async function nearestExactly(userId: string, query: string, count: number): Promise<Array<MemoryEntry & { distance: number }>> {
+    const rows = await db
+      .with(
+        (cte) => cte('mine').materialized(),
+        (qb) => qb.selectFrom('memories').select(entryColumns).select(sql<number>`embedding <=> ${query}::vector`.as('distance')).where('user_id', '=', userId),
+      )
+      .selectFrom('mine')
+      .selectAll()
+      .orderBy('distance')
+      .orderBy('id')
+      .limit(count)
+      .execute();
+    return rows.map(toFoundEntry);
+  }
 
   return {
     async add(entries): Promise<MemoryEntry[]> {
@@ -24,23 +78,19 @@ export function createMemoryRepository(db: Kysely<DatabaseSchema>): VectorMemory
         )
         .returning(entryColumns)
         .execute();
+      options.onWrite?.(rows.length);
       return rows.map(toEntry).sort((a, b) => a.id - b.id);
     },
 
     async search(userId: string, embedding: number[], limit: number): Promise<Array<MemoryEntry & { distance: number }>> {
       const count = rowLimit(limit);
       if (count === 0) return [];
-      const distance = sql<number>`embedding <=> ${vectorText(embedding)}::vector`;
-      const rows = await db
-        .selectFrom('memories')
-        .select(entryColumns)
-        .select(distance.as('distance'))
-        .where('user_id', '=', userId)
-        // Exactly the HNSW index's ordering, so the planner can use it (a tie-breaker would not).
-        .orderBy('distance')
-        .limit(count)
-        .execute();
-      return rows.map((row) => ({ ...toEntry(row), distance: Number(row.distance) }));
+      const query = vectorText(embedding);
+      if (!(await hasMoreThan(userId, exactSearchUpTo))) return nearestExactly(userId, query, count);
+      const approximate = await nearestByIndex(userId, query, count);
+      // The HNSW scan gives up after hnsw.max_scan_tuples of other users' memories: a user
+      // this rare in a big table is measured exactly rather than answered short.
+      return approximate.length === count ? approximate : nearestExactly(userId, query, count);
     },
 
     async countBySession(sessionId: string): Promise<number> {
@@ -59,7 +109,9 @@ export function createMemoryRepository(db: Kysely<DatabaseSchema>): VectorMemory
 
     async deleteBySession(sessionId: string): Promise<number> {
       const result = await db.deleteFrom('memories').where('session_id', '=', sessionId).executeTakeFirst();
-      return Number(result.numDeletedRows);
+      const deleted = Number(result.numDeletedRows);
+      options.onWrite?.(deleted);
+      return deleted;
     },
   };
 }
@@ -70,6 +122,10 @@ function vectorText(embedding: number[]): string {
     throw new TypeError('An embedding must be a non-empty array of finite numbers.');
   }
   return toSql(embedding) as string;
+}
+
+function toFoundEntry(row: Parameters<typeof toEntry>[0] & { distance: number }): MemoryEntry & { distance: number } {
+  return { ...toEntry(row), distance: Number(row.distance) };
 }
 
 function toEntry(row: { id: number; user_id: string; session_id: string; content: string; created_at: Date }): MemoryEntry {

@@ -85,12 +85,14 @@ export function recallSection(report: RecallReport): Section {
       );
     }
     lines.push(
-      `${run.database}: ${run.memories} memories of one user (+ other users' few) stored in ${(run.fillMs / 1000).toFixed(0)} s; ${run.dimensions} dimensions, top ${run.results}; indexes: ${run.indexes.join('; ')}`,
+      `${run.database}: ${run.memories} memories of one user (+ other users' few) stored in ${seconds(run.fillMs)} s, then the HNSW index built in ${seconds(run.indexBuildMs)} s; ${run.dimensions} dimensions, top ${run.results}; indexes: ${run.indexes.join('; ')}`,
     );
   }
   lines.push(...report.notes);
   return { title: 'Long-term recall latency (runtime/vector-memory.ts recall: local embedding + search)', table: { headers, rows }, lines, preformatted: plans };
 }
+
+const seconds = (ms: number) => (ms / 1000).toFixed(0);
 
 /** The plan's access path in a few words: the scan nodes, outermost first. */
 function planSummary(plan: string[]): string {

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
-import { sql } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { VectorMemoryStore } from '../../runtime/ports.js';
+import type { DatabaseSchema } from '../../storage/database-schema.js';
 import { createMemoryRepository, createStores, migrateToLatest } from '../../storage/index.js';
 import { databaseTargets } from '../support/databases.js';
 import type { TestDatabase } from '../support/databases.js';
@@ -97,6 +98,60 @@ for (const target of databaseTargets().filter((each) => each.hasVector)) {
 
       expect(plan).to.contain('memories_embedding_hnsw_idx');
       expect(found.map((entry) => entry.content)).to.deep.equal(['the only one']);
+    });
+
+    /** Runs `search` on one connection where the planner must take the HNSW index, whose scan gives up after 10 candidates and 10 more tuples. */
+    async function searchWithShortIndexScan<T>(search: (connection: Kysely<DatabaseSchema>) => Promise<T>): Promise<T> {
+      return database.db.connection().execute(async (connection) => {
+        await sql`analyze memories`.execute(connection);
+        await sql`set enable_seqscan = off`.execute(connection);
+        await sql`set enable_bitmapscan = off`.execute(connection);
+        await sql`set enable_sort = off`.execute(connection);
+        await sql`set hnsw.ef_search = 10`.execute(connection);
+        await sql`set hnsw.max_scan_tuples = 10`.execute(connection);
+        try {
+          return await search(connection);
+        } finally {
+          for (const setting of ['enable_seqscan', 'enable_bitmapscan', 'enable_sort', 'hnsw.ef_search', 'hnsw.max_scan_tuples']) await sql`reset ${sql.raw(setting)}`.execute(connection);
+        }
+      });
+    }
+
+    /** 200 memories of one user pointing roughly along [1, 0, 0], in the way of a search for anyone else. */
+    async function addCrowd(): Promise<void> {
+      const crowd = `crowd-${randomUUID()}`;
+      await store.add(
+        Array.from({ length: 200 }, (_, index) => ({
+          userId: crowd,
+          sessionId: 'crowd-session',
+          content: `crowd ${index}`,
+          embedding: [1, 0.01 * (index % 40), 0.001 * index],
+        })),
+      );
+    }
+
+    it('returns every memory of a user with few, nearest first, where an index scan would give up before reaching them', async () => {
+      await addCrowd();
+      const few = `user-${randomUUID()}`;
+      await store.add([
+        { userId: few, sessionId: randomUUID(), content: 'far', embedding: [0, 0, 1] },
+        { userId: few, sessionId: randomUUID(), content: 'near', embedding: [0, 1, 0.2] },
+        { userId: few, sessionId: randomUUID(), content: 'nearest', embedding: [0, 1, 0] },
+      ]);
+
+      const found = await searchWithShortIndexScan((connection) => createMemoryRepository(connection).search(few, [0, 1, 0], 5));
+      expect(found.map((entry) => entry.content)).to.deep.equal(['nearest', 'near', 'far']);
+    });
+
+    it('measures every memory of the user when the index scan gives up before it finds enough of them', async () => {
+      await addCrowd();
+      const many = `user-${randomUUID()}`;
+      // Away from the query, which points into the crowd: the index meets the crowd first.
+      await store.add(Array.from({ length: 6 }, (_, index) => ({ userId: many, sessionId: randomUUID(), content: `mine ${index}`, embedding: [-0.1 * index, 1, 0] })));
+
+      // Above `exactSearchUpTo` the index is tried first.
+      const found = await searchWithShortIndexScan((connection) => createMemoryRepository(connection, { exactSearchUpTo: 2 }).search(many, [1, 0, 0], 4));
+      expect(found.map((entry) => entry.content)).to.deep.equal(['mine 0', 'mine 1', 'mine 2', 'mine 3']);
     });
 
     it('returns nothing when the search limit is zero', async () => {

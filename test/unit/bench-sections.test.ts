@@ -51,7 +51,7 @@ describe('recallSection', () => {
     exactQueries: 100,
   });
   const section = (cases: RecallCase[]) =>
-    recallSection({ runs: [{ database: 'pglite', memories: 100_000, dimensions: 256, results: 5, fillMs: 1000, indexes: [], cases }], notes: [] });
+    recallSection({ runs: [{ database: 'pglite', memories: 100_000, dimensions: 256, results: 5, fillMs: 1000, indexBuildMs: 1000, indexes: [], cases }], notes: [] });
 
   it('misses the goal when p99 reaches 20 ms and names the scan the plan used', () => {
     const { lines, table } = section([
