@@ -79,6 +79,13 @@ export type SessionProgress = {
   transitionLog?: TransitionRecord[];
 };
 
+/**
+ * The lease a turn ran under. Its end stores the session's snapshot only while no other
+ * process has taken the lease since: a process that lost it (a database outage longer than
+ * the lease) never overwrites the snapshot of the turns that ran elsewhere meanwhile.
+ */
+export type LeaseFence = { holder: string; generation: number };
+
 /** The sessions table. */
 export interface SessionStore {
   get(sessionId: string): Promise<SessionRecord | undefined>;
@@ -96,8 +103,11 @@ export interface SessionStore {
    * records the snapshot at rest, as `append` and `saveProgress` would. The transition log
    * is stored only while the session is live and its stored transition count is below the
    * progress's, so a retry of a turn that did commit does not log its transitions twice.
+   * With a `fence`, the snapshot is stored only while the lease is still the one the turn
+   * ran under (the records are stored either way: they were acknowledged). Returns whether
+   * the snapshot was stored (false: the session is deleted or the lease moved on).
    */
-  completeTurn(sessionId: string, records: NewConversationRecord[], progress: SessionProgress): Promise<void>;
+  completeTurn(sessionId: string, records: NewConversationRecord[], progress: SessionProgress, fence?: LeaseFence): Promise<boolean>;
   /** Sessions, most recently active first, optionally of one user; `before` pages by lastActive. */
   list(options: { userId?: string; limit: number; before?: Date }): Promise<SessionRecord[]>;
   /** Marks the session deleted (it can no longer be continued); clears the snapshot. */

@@ -143,6 +143,11 @@ export class SessionLeases {
       .catch(() => this.forget(sessionId, holding));
   }
 
+  /** Forgets a lease that a fenced write found taken by another process: the next turn here acquires it anew. */
+  lost(sessionId: string): void {
+    this.held.delete(sessionId);
+  }
+
   private forget(sessionId: string, holding: Holding): void {
     if (this.held.get(sessionId) === holding) this.held.delete(sessionId);
   }

@@ -25,7 +25,7 @@ import type { DurableWriter } from './durable-writer.js';
 import type { EventBus } from './event-bus.js';
 import type { LlmClient, ToolCallDelta } from './llm-client.js';
 import type { LongTermMemory } from './long-term-memory.js';
-import type { ConversationStore, SessionProgress, SessionRecord, SessionStore, TransitionRecord } from './ports.js';
+import type { ConversationStore, LeaseFence, SessionProgress, SessionRecord, SessionStore, TransitionRecord } from './ports.js';
 import { buildContext } from './prompt-assembly.js';
 import { isServiceError, ServiceError } from './service-error.js';
 import type { SessionLeases } from './session-leases.js';
@@ -395,7 +395,8 @@ export class Supervisor {
         // An unanswered turn leaves the hash where it was, so the same request can be sent again.
         historyHash: answered ? foldHistoryHash(plan.baseHash, [...plan.hashed, ...replyTurns]) : plan.baseHash,
       };
-      await this.persist(sessionId, 'store the reply and the session snapshot', [...activity, ...replyTurns], request.userId, progress);
+      const fence = this.deps.leases ? { holder: this.deps.leases.holder, generation: plan.generation } : undefined;
+      await this.persist(sessionId, 'store the reply and the session snapshot', [...activity, ...replyTurns], request.userId, progress, fence);
       this.remember(sessionId, { ...session, ...progress, lastActive: new Date() });
       if (turn.authError) throw turn.authError;
       if (this.deps.memory && answered && !failure) {
@@ -634,7 +635,7 @@ export class Supervisor {
    * through the durable writer. The turn waits for the commit up to
    * `writeWaitMs`; past that it goes on answering while the write keeps retrying in order.
    */
-  private async persist(sessionId: string, operation: string, turns: Turn[], userId: string, progress?: SessionProgress): Promise<void> {
+  private async persist(sessionId: string, operation: string, turns: Turn[], userId: string, progress?: SessionProgress, fence?: LeaseFence): Promise<void> {
     if (turns.length === 0 && !progress) return;
     const records = turns.map((turn) => ({ userId, sessionId, role: turn.role, message: turn.content }));
     let attempts = 0;
@@ -642,8 +643,15 @@ export class Supervisor {
       attempts += 1;
       // A retry after a lost acknowledgement must not store the turns twice.
       const pending = attempts > 1 && turns.length > 0 && (await this.isStoredTail(sessionId, turns)) ? [] : records;
-      if (progress) await this.deps.sessions.completeTurn(sessionId, pending, progress);
-      else if (pending.length > 0) await this.deps.conversations.append(pending);
+      if (progress) {
+        const stored = await this.deps.sessions.completeTurn(sessionId, pending, progress, fence);
+        // Another process took the session while this write waited (its lease lapsed in a
+        // database outage): its snapshot stands, and the actor here is stale.
+        if (!stored && fence) {
+          this.deps.leases?.lost(sessionId);
+          this.distrust(sessionId);
+        }
+      } else if (pending.length > 0) await this.deps.conversations.append(pending);
     });
     if (turns.length > 0) {
       write.then(

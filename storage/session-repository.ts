@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
-import type { Kysely, QueryCreator, Selectable } from 'kysely';
-import type { NewConversationRecord, SessionProgress, SessionRecord, SessionStore, StoredTransition } from '../runtime/ports.js';
+import type { ExpressionBuilder, Kysely, QueryCreator, Selectable } from 'kysely';
+import type { LeaseFence, NewConversationRecord, SessionProgress, SessionRecord, SessionStore, StoredTransition } from '../runtime/ports.js';
 import { toConversationRow } from './conversation-repository.js';
 import type { DatabaseSchema, SessionsTable, SessionTransitionsTable } from './database-schema.js';
 import { rowLimit } from './row-limit.js';
@@ -56,6 +56,22 @@ function progressUpdate(db: Kysely<DatabaseSchema>, sessionId: string, progress:
     .where('deleted_at', 'is', null);
 }
 
+/**
+ * True while `fence` is the session's lease. The row stays share-locked until the write
+ * commits, so a process taking the lease meanwhile waits and then reads this turn's rows.
+ */
+function leaseStillHeld(sessionId: string, fence: LeaseFence) {
+  return ({ exists, selectFrom }: ExpressionBuilder<DatabaseSchema, 'sessions'>) =>
+    exists(
+      selectFrom('session_leases')
+        .select(sql<number>`1`.as('held'))
+        .where('session_id', '=', sessionId)
+        .where('holder', '=', fence.holder)
+        .where('generation', '=', fence.generation)
+        .forShare(),
+    );
+}
+
 /** The sessions table behind the runtime's SessionStore port. */
 export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStore {
   return {
@@ -97,20 +113,21 @@ export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStor
       await progressUpdate(db, sessionId, progress).execute();
     },
 
-    async completeTurn(sessionId: string, records: NewConversationRecord[], progress: SessionProgress): Promise<void> {
-      if (records.length === 0) {
-        await progressUpdate(db, sessionId, progress).execute();
-        return;
-      }
+    async completeTurn(sessionId: string, records: NewConversationRecord[], progress: SessionProgress, fence?: LeaseFence): Promise<boolean> {
       // One statement: the rows, the transition log and the progress commit together, in one round trip.
-      await db
-        .with('logged', (cte) => transitionLogInsert(cte, sessionId, progress))
-        .with('stored', (cte) => cte.insertInto('conversations').values(records.map(toConversationRow)).returning('id'))
-        .updateTable('sessions')
-        .set(progressValues(progress))
-        .where('session_id', '=', sessionId)
-        .where('deleted_at', 'is', null)
-        .execute();
+      let update =
+        records.length === 0
+          ? progressUpdate(db, sessionId, progress)
+          : db
+              .with('logged', (cte) => transitionLogInsert(cte, sessionId, progress))
+              .with('stored', (cte) => cte.insertInto('conversations').values(records.map(toConversationRow)).returning('id'))
+              .updateTable('sessions')
+              .set(progressValues(progress))
+              .where('session_id', '=', sessionId)
+              .where('deleted_at', 'is', null);
+      if (fence) update = update.where(leaseStillHeld(sessionId, fence));
+      const result = await update.executeTakeFirst();
+      return Number(result.numUpdatedRows) > 0;
     },
 
     async list(options: { userId?: string; limit: number; before?: Date }): Promise<SessionRecord[]> {

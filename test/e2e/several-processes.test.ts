@@ -112,6 +112,36 @@ for (const shared of databases) {
       expect(new Set(stored.filter((row) => row.role === 'user').map((row) => row.message)).size).to.equal(8);
     });
 
+    it("keeps the snapshot of the process that took over a lapsed lease when the first one's turn ends late", async () => {
+      const sessionId = randomUUID();
+      const client = new pg.Client({ connectionString: database.url });
+      await client.connect();
+      try {
+        const late = chat(first, [{ role: 'user', content: 'slow one [[slow:1500]]' }], sessionId);
+        await llm.waitForRequest((request) => JSON.stringify(request.body.messages ?? []).includes('slow one'));
+        // The first process's lease lapses, as in a database outage longer than the lease.
+        await client.query(`update session_leases set expires_at = now() - interval '1 second' where session_id = $1`, [sessionId]);
+        const meanwhile = await chat(second, [{ role: 'user', content: 'meanwhile' }], sessionId);
+        expect(meanwhile).to.include({ status: 200, content: 'Echo: meanwhile' });
+        const afterSecond = await client.query('select history_hash, snapshot from sessions where session_id = $1', [sessionId]);
+
+        expect(await late).to.include({ status: 200, content: 'Echo: slow one [[slow:1500]]' });
+        const afterFirst = await client.query('select history_hash, snapshot from sessions where session_id = $1', [sessionId]);
+        expect(afterFirst.rows[0]).to.deep.equal(afterSecond.rows[0]);
+        // Acknowledged, so stored, after the turn that ran meanwhile.
+        expect((await transcript(database.url, sessionId)).map((row) => row.message)).to.deep.equal(['slow one [[slow:1500]]', 'meanwhile', 'Echo: meanwhile', 'Echo: slow one [[slow:1500]]']);
+
+        // The first process continues from what is stored, under a lease of its own again.
+        expect(await chat(first, [{ role: 'user', content: 'and now' }], sessionId)).to.include({ status: 200, content: 'Echo: and now' });
+        const lease = await client.query('select generation from session_leases where session_id = $1', [sessionId]);
+        expect(Number(lease.rows[0].generation)).to.equal(3);
+        const final = await client.query('select history_hash from sessions where session_id = $1', [sessionId]);
+        expect(final.rows[0].history_hash).to.not.equal(afterSecond.rows[0].history_hash);
+      } finally {
+        await client.end();
+      }
+    });
+
     it('takes over a session whose holder died once its lease lapses', async () => {
       const sessionId = randomUUID();
       const client = new pg.Client({ connectionString: database.url });

@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { sql } from 'kysely';
-import type { SessionProgress, SessionStore } from '../../runtime/ports.js';
+import type { LeaseGrant, SessionProgress, SessionStore } from '../../runtime/ports.js';
 import { createSessionRepository, migrateToLatest } from '../../storage/index.js';
+import { createSessionLeaseRepository } from '../../storage/session-lease-repository.js';
 import { databaseTargets } from '../support/databases.js';
 import type { TestDatabase } from '../support/databases.js';
 
@@ -52,6 +53,75 @@ for (const target of databaseTargets()) {
       expect(await store.get(sessionId)).to.include({ historyHash: 'unchanged-turn' });
       const count = await database.db.selectFrom('conversations').select((eb) => eb.fn.countAll<string>().as('n')).where('session_id', '=', sessionId).executeTakeFirstOrThrow();
       expect(Number(count.n)).to.equal(0);
+    });
+
+    describe('a turn ending under its lease (completeTurn with a fence)', () => {
+      const leases = () => createSessionLeaseRepository(database.db);
+      const answer = (sessionId: string, message: string) => [{ userId: 'user-a', sessionId, role: 'assistant', message }];
+
+      /** Lets the session's lease lapse, as a database outage longer than the lease would. */
+      async function lapse(sessionId: string): Promise<void> {
+        await sql`update session_leases set expires_at = now() - interval '1 second' where session_id = ${sessionId}`.execute(database.db);
+      }
+
+      it('stores the snapshot while the lease is still the one the turn ran under, lapsed or not', async () => {
+        const sessionId = randomUUID();
+        await store.claim(sessionId, 'user-a');
+        const { generation } = (await leases().tryAcquire(sessionId, 'process-a', 60_000))!;
+        expect(await store.completeTurn(sessionId, answer(sessionId, 'one'), progress({ historyHash: 'a-1' }), { holder: 'process-a', generation })).to.equal(true);
+        await lapse(sessionId);
+        expect(await store.completeTurn(sessionId, [], progress({ historyHash: 'a-2' }), { holder: 'process-a', generation })).to.equal(true);
+        expect(await store.get(sessionId)).to.include({ historyHash: 'a-2' });
+      });
+
+      it("keeps the snapshot of the process that took the lease since, and still stores the late turn's records", async () => {
+        const sessionId = randomUUID();
+        await store.claim(sessionId, 'user-a');
+        const first = (await leases().tryAcquire(sessionId, 'process-a', 60_000))!;
+        await lapse(sessionId);
+        const second = (await leases().tryAcquire(sessionId, 'process-b', 60_000))!;
+        expect(await store.completeTurn(sessionId, answer(sessionId, 'from b'), progress({ historyHash: 'b', transitions: 4 }), { holder: 'process-b', generation: second.generation })).to.equal(
+          true,
+        );
+
+        const late = await store.completeTurn(sessionId, answer(sessionId, 'late from a'), progress({ historyHash: 'a-stale', transitions: 9 }), {
+          holder: 'process-a',
+          generation: first.generation,
+        });
+        expect(late).to.equal(false);
+        expect(await store.get(sessionId)).to.include({ historyHash: 'b', transitions: 4 });
+        const rows = await database.db.selectFrom('conversations').select('message').where('session_id', '=', sessionId).orderBy('id').execute();
+        expect(rows.map((row) => row.message)).to.deep.equal(['from b', 'late from a']);
+      });
+
+      it('stores nothing of the snapshot when the session has no lease row at all', async () => {
+        const sessionId = randomUUID();
+        await store.claim(sessionId, 'user-a');
+        expect(await store.completeTurn(sessionId, [], progress({ historyHash: 'unleased' }), { holder: 'process-a', generation: 1 })).to.equal(false);
+        expect(await store.get(sessionId)).to.include({ historyHash: null });
+      });
+
+      if (target.backend === 'postgres') {
+        it('makes a process taking the lease wait until a fenced write in flight has committed', async () => {
+          const sessionId = randomUUID();
+          await store.claim(sessionId, 'user-a');
+          const first = (await leases().tryAcquire(sessionId, 'process-a', 60_000))!;
+          await lapse(sessionId);
+          let taking: Promise<LeaseGrant | undefined> | undefined;
+          await database.db.transaction().execute(async (trx) => {
+            const stored = await createSessionRepository(trx).completeTurn(sessionId, answer(sessionId, 'in flight'), progress({ historyHash: 'a' }), {
+              holder: 'process-a',
+              generation: first.generation,
+            });
+            expect(stored).to.equal(true);
+            taking = leases().tryAcquire(sessionId, 'process-b', 60_000);
+            const early = await Promise.race([taking.then(() => 'taken'), new Promise((resolve) => setTimeout(() => resolve('waiting'), 300))]);
+            expect(early, 'while the write is open').to.equal('waiting');
+          });
+          expect(await taking).to.deep.equal({ generation: first.generation + 1 });
+          expect(await store.get(sessionId)).to.include({ historyHash: 'a' });
+        });
+      }
     });
 
     it('creates a fresh session owned by the user when claiming an unknown id', async () => {
