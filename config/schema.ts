@@ -65,6 +65,7 @@ export type ConfigValues = {
     short_term_turns: number;
     long_term_results: number;
     embeddings: string;
+    embeddings_timeout_ms: number;
     embedding_dimensions: number;
   };
   state: { graph_path: string; max_tool_rounds: number };
@@ -163,6 +164,12 @@ export const configSchema: convict.Schema<ConfigValues> = {
       format: ['auto', 'llm', 'local'],
       default: 'auto',
       env: 'MEMORY_EMBEDDINGS',
+    },
+    embeddings_timeout_ms: {
+      doc: "Time-out of one call to the LLM server's /v1/embeddings (recalling memories waits for it on every turn), in ms.",
+      format: 'positive-int',
+      default: 5000,
+      env: 'MEMORY_EMBEDDINGS_TIMEOUT_MS',
     },
     embedding_dimensions: { doc: 'Dimensions of stored embeddings.', format: 'positive-int', default: 256, env: 'MEMORY_EMBEDDING_DIMENSIONS' },
   },

@@ -5,10 +5,11 @@ import type { AppConfig } from '../config/load-config.js';
 import { loadGraph } from '../config/load-graph.js';
 import { DurableWriter } from '../runtime/durable-writer.js';
 import { EventBus } from '../runtime/event-bus.js';
-import { chooseEmbedder } from '../runtime/embedder.js';
+import { chooseEmbedder, type EmbedderOptions } from '../runtime/embedder.js';
 import { createLlmClient } from '../runtime/llm-client.js';
 import { createMcpRegistry } from '../runtime/mcp-registry.js';
 import type { LongTermMemory } from '../runtime/long-term-memory.js';
+import type { EmbedderRecordStore, VectorMemoryStore } from '../runtime/ports.js';
 import { createVectorMemory } from '../runtime/vector-memory.js';
 import { SessionLeases } from '../runtime/session-leases.js';
 import { ServiceMetrics } from '../runtime/metrics.js';
@@ -82,7 +83,13 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
     throw error;
   }
   const writer = new DurableWriter(events);
-  const memory = stores.memories ? await createMemory(config, stores.memories, events, logger) : undefined;
+  let memory: LongTermMemory | undefined;
+  try {
+    memory = stores.memories && stores.memoryEmbedder ? await createMemory(config, stores.memories, stores.memoryEmbedder, events, logger) : undefined;
+  } catch (error) {
+    await database.close();
+    throw error;
+  }
   const tools = createMcpRegistry({
     servers: config.mcp_servers,
     connectTimeoutMs: config.tools.connect_timeout_ms,
@@ -232,20 +239,26 @@ export function supervisorSettingsOf(config: AppConfig): SupervisorSettings {
   };
 }
 
-async function createMemory(
-  config: AppConfig,
-  store: NonNullable<ReturnType<typeof createStores>['memories']>,
-  events: EventBus,
-  logger: Logger,
-): Promise<LongTermMemory> {
-  const { embedder, reason } = await chooseEmbedder({
-    mode: config.memory.embeddings as 'auto' | 'llm' | 'local',
+/** The embeddings link the configuration describes (the service's, and `npm run memory:reembed`'s). */
+export function embedderOptionsOf(config: AppConfig): EmbedderOptions {
+  return {
+    mode: config.memory.embeddings as EmbedderOptions['mode'],
     baseUrl: config.llm.base_url,
     apiKey: config.llm.api_key,
     model: config.llm.embedding_model,
     dimensions: config.memory.embedding_dimensions,
-    timeoutMs: config.llm.health_timeout_ms,
-  });
+    timeoutMs: config.memory.embeddings_timeout_ms,
+  };
+}
+
+async function createMemory(
+  config: AppConfig,
+  store: VectorMemoryStore,
+  records: EmbedderRecordStore,
+  events: EventBus,
+  logger: Logger,
+): Promise<LongTermMemory> {
+  const { embedder, reason } = await chooseEmbedder(embedderOptionsOf(config), records);
   logger.info(`long-term memory on, embeddings: ${embedder.source} (${reason})`);
   return createVectorMemory({ store, embedder, events, results: config.memory.long_term_results });
 }

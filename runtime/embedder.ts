@@ -1,5 +1,7 @@
 import OpenAI from 'openai';
+import { ConfigError } from '../config/load-config.js';
 import { hashedEmbedding } from './hashed-embedding.js';
+import type { EmbedderRecord, EmbedderRecordStore } from './ports.js';
 
 /** Turns texts into vectors of a fixed dimension. */
 export type Embedder = {
@@ -41,10 +43,33 @@ export function createLlmEmbedder(options: Omit<EmbedderOptions, 'mode'>): Embed
 }
 
 /**
- * Chooses the embedder. `auto` asks the LLM server once, at start-up: if it embeds a probe
- * text with the configured dimensions, memories use it; otherwise the local embedder.
+ * Chooses the embedder and records it beside the memories, so that their vectors all come
+ * from one embedder. `auto` keeps the recorded one; with none recorded it asks the LLM
+ * server once: if it embeds a probe text with the configured dimensions, memories use it,
+ * otherwise the local embedder. A configured embedder other than the one the stored
+ * memories were made with is a ConfigError: their vectors would not be comparable.
  */
-export async function chooseEmbedder(options: EmbedderOptions): Promise<{ embedder: Embedder; reason: string }> {
+export async function chooseEmbedder(options: EmbedderOptions, records: EmbedderRecordStore): Promise<{ embedder: Embedder; reason: string }> {
+  const recorded = await records.get();
+  const chosen = options.mode === 'auto' && recorded ? { embedder: embedderOf(recorded, options), reason: 'the stored memories were made with it' } : await configuredEmbedder(options);
+  const wanted = recordOf(chosen.embedder, options);
+  const inForce = await records.record(wanted);
+  if (inForce.source !== wanted.source || inForce.model !== wanted.model) {
+    throw new ConfigError(
+      `the long-term memories were embedded by ${describe(inForce)}, and this configuration embeds with ${describe(wanted)}: their vectors cannot be compared. ` +
+        `Set ${settingsFor(inForce)}, or re-embed the stored memories first (npm run memory:reembed).`,
+    );
+  }
+  return chosen;
+}
+
+/** What a record says of `embedder`. */
+export function recordOf(embedder: Embedder, options: EmbedderOptions): EmbedderRecord {
+  return { source: embedder.source, model: embedder.source === 'llm' ? options.model : null };
+}
+
+/** The embedder the configuration asks for, whatever is recorded (`auto` probes the LLM server). */
+export async function configuredEmbedder(options: EmbedderOptions): Promise<{ embedder: Embedder; reason: string }> {
   if (options.mode === 'local') return { embedder: createLocalEmbedder(options.dimensions), reason: 'configured' };
   const remote = createLlmEmbedder(options);
   if (options.mode === 'llm') return { embedder: remote, reason: 'configured' };
@@ -54,4 +79,17 @@ export async function chooseEmbedder(options: EmbedderOptions): Promise<{ embedd
   } catch (error) {
     return { embedder: createLocalEmbedder(options.dimensions), reason: `the LLM server offers no usable embeddings (${(error as Error).message})` };
   }
+}
+
+/** The embedder of a record's source, as configured (a model other than the recorded one is caught by the record). */
+function embedderOf(recorded: EmbedderRecord, options: EmbedderOptions): Embedder {
+  return recorded.source === 'local' ? createLocalEmbedder(options.dimensions) : createLlmEmbedder(options);
+}
+
+function describe(record: EmbedderRecord): string {
+  return record.source === 'local' ? 'the local embedder' : `the LLM server's model '${record.model}'`;
+}
+
+function settingsFor(record: EmbedderRecord): string {
+  return record.source === 'local' ? 'memory.embeddings to local (MEMORY_EMBEDDINGS=local)' : `memory.embeddings to llm or auto and llm.embedding_model to '${record.model}' (LLM_EMBEDDING_MODEL)`;
 }

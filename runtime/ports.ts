@@ -137,6 +137,19 @@ export interface VectorMemoryStore {
   deleteBySession(sessionId: string): Promise<number>;
 }
 
+/** The embedder whose vectors fill the long-term memories: `model` for the LLM server's, null for the local one. */
+export type EmbedderRecord = { source: 'llm' | 'local'; model: string | null };
+
+/** Which embedder the stored memories were made with: vectors of two embedders are not comparable. */
+export interface EmbedderRecordStore {
+  get(): Promise<EmbedderRecord | undefined>;
+  /**
+   * Records `embedder` unless another one is recorded while memories exist; returns the
+   * record in force afterwards (the other one, when it stood).
+   */
+  record(embedder: EmbedderRecord): Promise<EmbedderRecord>;
+}
+
 /** Where per-user tool servers get the user's access token for the identity provider. */
 export interface AccessTokenSource {
   /**

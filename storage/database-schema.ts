@@ -58,6 +58,14 @@ export type MemoriesTable = {
   created_at: CreatedTimestamp;
 };
 
+/** The `memory_embedder` table: one row naming the embedder of the stored memories. */
+export type MemoryEmbedderTable = {
+  id: Generated<boolean>;
+  source: string;
+  model: string | null;
+  recorded_at: CreatedTimestamp;
+};
+
 /** The `oauth_tokens` table: one user's encrypted tokens for one identity provider. */
 export type OAuthTokensTable = {
   user_id: string;
@@ -123,6 +131,7 @@ export type DatabaseSchema = {
   session_leases: SessionLeasesTable;
   session_transitions: SessionTransitionsTable;
   memories: MemoriesTable;
+  memory_embedder: MemoryEmbedderTable;
   oauth_tokens: OAuthTokensTable;
   oauth_states: OAuthStatesTable;
   webhook_subscriptions: WebhookSubscriptionsTable;

@@ -2,9 +2,10 @@
  * Storage: the database factory (PostgreSQL through `pg`, or the embedded PGlite), the
  * migrations, and the repositories implementing the runtime's storage ports.
  */
-import type { ConversationStore, OAuthStateStore, SessionStore, TokenStore, VectorMemoryStore } from '../runtime/ports.js';
+import type { ConversationStore, EmbedderRecordStore, OAuthStateStore, SessionStore, TokenStore, VectorMemoryStore } from '../runtime/ports.js';
 import { createConversationRepository } from './conversation-repository.js';
 import type { Database } from './create-database.js';
+import { createEmbedderRecordRepository } from './embedder-record-repository.js';
 import { createMemoryRepository } from './memory-repository.js';
 import { createOAuthStateRepository } from './oauth-state-repository.js';
 import { createSessionRepository } from './session-repository.js';
@@ -15,7 +16,8 @@ export type { CreateDatabaseOptions, Database } from './create-database.js';
 export { MEMORY_MIGRATION_TABLE, migrateToLatest } from './migrate.js';
 export type { MigrateOptions, MigrationSummary } from './migrate.js';
 export type { ConversationsTable, DatabaseSchema, MemoriesTable, OAuthStatesTable, OAuthTokensTable, SessionsTable } from './database-schema.js';
-export { createConversationRepository, createMemoryRepository, createOAuthStateRepository, createSessionRepository, createTokenRepository };
+export { reembedMemories } from './embedder-record-repository.js';
+export { createConversationRepository, createEmbedderRecordRepository, createMemoryRepository, createOAuthStateRepository, createSessionRepository, createTokenRepository };
 
 /** The stores the runtime is wired with; `memories` only when the database has vector support. */
 export type Stores = {
@@ -26,6 +28,8 @@ export type Stores = {
   /** Pending OAuth logins. */
   oauthStates: OAuthStateStore;
   memories?: VectorMemoryStore;
+  /** Which embedder made the stored memories; with `memories`. */
+  memoryEmbedder?: EmbedderRecordStore;
 };
 
 /** Every repository over one open (and migrated) database. */
@@ -39,6 +43,7 @@ export function createStores(database: Database): Stores {
   if (database.hasVector) {
     const autoAnalyze = database.autoAnalyze;
     stores.memories = createMemoryRepository(database.db, autoAnalyze ? { onWrite: (rows) => autoAnalyze.wrote('memories', rows) } : {});
+    stores.memoryEmbedder = createEmbedderRecordRepository(database.db);
   }
   return stores;
 }

@@ -117,7 +117,7 @@ export function createMemoryRepository(db: Kysely<DatabaseSchema>, options: Memo
 }
 
 /** pgvector's text form of an embedding; rejects what would not be a vector. */
-function vectorText(embedding: number[]): string {
+export function vectorText(embedding: number[]): string {
   if (embedding.length === 0 || !embedding.every(Number.isFinite)) {
     throw new TypeError('An embedding must be a non-empty array of finite numbers.');
   }

@@ -214,5 +214,17 @@ export function createMemoryMigrations(embeddingDimensions: number): Record<stri
         await db.schema.createIndex('memories_session_id_idx').ifNotExists().on('memories').column('session_id').execute();
       },
     },
+    '0002_memory_embedder': {
+      async up(db: Kysely<any>) {
+        // One row: the embedder whose vectors fill `memories` (another one's are not comparable).
+        await db.schema
+          .createTable('memory_embedder')
+          .addColumn('id', 'boolean', (column) => column.primaryKey().defaultTo(true).check(sql`id`))
+          .addColumn('source', 'varchar(16)', (column) => column.notNull())
+          .addColumn('model', 'varchar(255)')
+          .addColumn('recorded_at', 'timestamptz', (column) => column.notNull().defaultTo(sql`now()`))
+          .execute();
+      },
+    },
   };
 }

@@ -14,7 +14,7 @@ const CORE_NAMES = [
   '0006_webhook_claims',
 ];
 const CORE = CORE_NAMES.map((name) => `core/${name}`);
-const MEMORY = ['memory/0001_memories'];
+const MEMORY = ['memory/0001_memories', 'memory/0002_memory_embedder'];
 
 for (const target of databaseTargets()) {
   describe(`migrateToLatest on ${target.name}`, () => {
@@ -111,7 +111,7 @@ for (const target of databaseTargets()) {
         const { rows: recorded } = await sql<{ name: string }>`select name from ${sql.table(MEMORY_MIGRATION_TABLE)}`.execute(
           database.db,
         );
-        expect(recorded.map((row) => row.name)).to.deep.equal(['0001_memories']);
+        expect(recorded.map((row) => `memory/${row.name}`)).to.deep.equal(MEMORY);
       });
 
       it('rejects a start when the configured embedding dimensions differ from the table', async () => {
