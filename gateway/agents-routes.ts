@@ -1,7 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Router, type Request, type RequestHandler, type Response } from 'express';
-import type { ConversationRecord, ConversationStore, SessionRecord, SessionStore, StoredTransition, VectorMemoryStore } from '../runtime/ports.js';
+import type { ConversationRecord, ConversationStore, SessionCursor, SessionRecord, SessionStore, StoredTransition, VectorMemoryStore } from '../runtime/ports.js';
 import { ServiceError } from '../runtime/service-error.js';
 import type { Supervisor } from '../runtime/supervisor.js';
 import type { ToolRunner } from '../runtime/tool-runner.js';
@@ -67,8 +67,8 @@ export type AgentsRouterDeps = {
 const DEFAULT_LIMIT = 20;
 const MAX_LIMIT = 100;
 const EXPORT_PAGE = 1000;
-/** The latest time a Date can hold, in ms since the epoch. */
-const MAX_DATE_MS = 8.64e15;
+/** The latest time a Date can hold, in µs since the epoch (PostgreSQL's timestamps go further). */
+const MAX_CURSOR_MICROS = 8_640_000_000_000_000_000n;
 
 /**
  * `GET /v1/agents`, `GET /v1/agents/{agent_id}` (with its `/transitions` and `/messages`) and
@@ -80,18 +80,15 @@ export function createAgentsRouter(deps: AgentsRouterDeps): Router {
 
   router.get('/v1/agents', async (req, res) => {
     const limit = parseLimit(req);
-    const before = parseCursor(req);
+    const after = parseCursor(req);
     const named = actingUser(res, [{ value: singleQuery(req, 'user_id'), param: 'user_id' }]);
     const userId = named === undefined ? undefined : checkIdentifier(named, 'user_id');
-    const rows = await deps.sessions.list({ limit: limit + 1, ...(userId !== undefined ? { userId } : {}), ...(before ? { before } : {}) });
-    const page = rows.slice(0, limit);
-    const hasMore = rows.length > limit;
-    const last = page.at(-1);
+    const page = await deps.sessions.list({ limit, ...(userId !== undefined ? { userId } : {}), ...(after ? { after } : {}) });
     res.json({
       object: 'list',
-      data: await Promise.all(page.map((session) => agentResource(deps, session))),
-      has_more: hasMore,
-      next_cursor: hasMore && last ? encodeCursor(last.lastActive) : null,
+      data: await Promise.all(page.sessions.map((session) => agentResource(deps, session))),
+      has_more: page.next !== null,
+      next_cursor: page.next && encodeCursor(page.next),
     });
   });
 
@@ -291,19 +288,20 @@ function parseLogPage(req: Request): { limit: number; afterId?: number } {
   return { limit, afterId };
 }
 
-/** The `after` cursor: the last listed agent's last activity (ms since the epoch), base64url. */
-function parseCursor(req: Request): Date | undefined {
+/** The `after` cursor: the last listed agent's last activity (µs since the epoch) and id, as `<µs>:<id>` in base64url. */
+function parseCursor(req: Request): SessionCursor | undefined {
   const raw = singleQuery(req, 'after');
   if (raw === undefined) return undefined;
-  const ms = Number(Buffer.from(raw, 'base64url').toString('utf8'));
-  if (!/^[\w-]+$/.test(raw) || !Number.isSafeInteger(ms) || ms < 0 || ms > MAX_DATE_MS) {
+  const match = /^[\w-]+$/.test(raw) ? /^(\d{1,19}):(.+)$/s.exec(Buffer.from(raw, 'base64url').toString('utf8')) : null;
+  const micros = match ? BigInt(match[1]!) : -1n;
+  if (!match || micros > MAX_CURSOR_MICROS) {
     throw new ServiceError('INVALID_REQUEST', 'after must be a next_cursor value from an earlier page', { param: 'after' });
   }
-  return new Date(ms);
+  return { lastActiveMicros: match[1]!, sessionId: match[2]! };
 }
 
-function encodeCursor(lastActive: Date): string {
-  return Buffer.from(String(lastActive.getTime()), 'utf8').toString('base64url');
+function encodeCursor(cursor: SessionCursor): string {
+  return Buffer.from(`${cursor.lastActiveMicros}:${cursor.sessionId}`, 'utf8').toString('base64url');
 }
 
 function singleQuery(req: Request, name: string): string | undefined {

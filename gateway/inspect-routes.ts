@@ -131,7 +131,7 @@ async function listSessions(deps: InspectRoutesDeps, userId: string | undefined)
     .sort((a, b) => b.lastActive - a.lastActive)
     .slice(0, deps.recentSessions);
   const listed = new Set(live.map((session) => session.sessionId));
-  const stored = await deps.sessions.list({ limit: deps.recentSessions, ...(userId !== undefined ? { userId } : {}) });
+  const { sessions: stored } = await deps.sessions.list({ limit: deps.recentSessions, ...(userId !== undefined ? { userId } : {}) });
   return [
     ...live.map((session) => ({
       id: session.sessionId,

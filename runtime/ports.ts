@@ -86,6 +86,12 @@ export type SessionProgress = {
  */
 export type LeaseFence = { holder: string; generation: number };
 
+/** Where a page of sessions ended: its last session's last activity (µs since the epoch, as text) and id. */
+export type SessionCursor = { lastActiveMicros: string; sessionId: string };
+
+/** Sessions of a list, and where the next page starts (null when this is the last). */
+export type SessionPage = { sessions: SessionRecord[]; next: SessionCursor | null };
+
 /** The sessions table. */
 export interface SessionStore {
   get(sessionId: string): Promise<SessionRecord | undefined>;
@@ -108,8 +114,12 @@ export interface SessionStore {
    * the snapshot was stored (false: the session is deleted or the lease moved on).
    */
   completeTurn(sessionId: string, records: NewConversationRecord[], progress: SessionProgress, fence?: LeaseFence): Promise<boolean>;
-  /** Sessions, most recently active first, optionally of one user; `before` pages by lastActive. */
-  list(options: { userId?: string; limit: number; before?: Date }): Promise<SessionRecord[]>;
+  /**
+   * A page of sessions, most recently active first, optionally of one user. `after` is the
+   * previous page's `next`: the exact last activity and id of its last session, so sessions
+   * active in the same millisecond are neither skipped nor listed twice.
+   */
+  list(options: { userId?: string; limit: number; after?: SessionCursor }): Promise<SessionPage>;
   /** Marks the session deleted (it can no longer be continued); clears the snapshot. */
   markDeleted(sessionId: string): Promise<void>;
   /** A page of a session's transition log, oldest first, with ids greater than `afterId`. */

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { ExpressionBuilder, Kysely, QueryCreator, Selectable } from 'kysely';
-import type { LeaseFence, NewConversationRecord, SessionProgress, SessionRecord, SessionStore, StoredTransition } from '../runtime/ports.js';
+import type { LeaseFence, NewConversationRecord, SessionCursor, SessionPage, SessionProgress, SessionRecord, SessionStore, StoredTransition } from '../runtime/ports.js';
 import { toConversationRow } from './conversation-repository.js';
 import type { DatabaseSchema, SessionsTable, SessionTransitionsTable } from './database-schema.js';
 import { rowLimit } from './row-limit.js';
@@ -130,16 +130,29 @@ export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStor
       return Number(result.numUpdatedRows) > 0;
     },
 
-    async list(options: { userId?: string; limit: number; before?: Date }): Promise<SessionRecord[]> {
+    async list(options: { userId?: string; limit: number; after?: SessionCursor }): Promise<SessionPage> {
       const count = rowLimit(options.limit);
-      if (count === 0) return [];
+      if (count === 0) return { sessions: [], next: null };
       // Deleted sessions are gone for listing; `get` still returns them.
-      let query = db.selectFrom('sessions').selectAll().where('deleted_at', 'is', null);
+      let query = db
+        .selectFrom('sessions')
+        .selectAll()
+        // Exact to the microsecond, which a JavaScript Date is not.
+        .select(sql<string>`(extract(epoch from last_active) * 1000000)::bigint::text`.as('last_active_micros'))
+        .where('deleted_at', 'is', null);
       if (options.userId !== undefined) query = query.where('user_id', '=', options.userId);
-      // The port pages by lastActive alone: sessions tied with a page's last one are skipped.
-      if (options.before !== undefined) query = query.where('last_active', '<', options.before);
-      const rows = await query.orderBy('last_active', 'desc').orderBy('session_id', 'desc').limit(count).execute();
-      return rows.map(toRecord);
+      const after = options.after;
+      if (after !== undefined) {
+        const lastActive = sql<Date>`timestamptz 'epoch' + ${after.lastActiveMicros}::bigint * interval '1 microsecond'`;
+        query = query.where(({ eb, refTuple, tuple }) => eb(refTuple('last_active', 'session_id'), '<', tuple(lastActive, after.sessionId)));
+      }
+      const rows = await query.orderBy('last_active', 'desc').orderBy('session_id', 'desc').limit(count + 1).execute();
+      const page = rows.slice(0, count);
+      const last = page.at(-1);
+      return {
+        sessions: page.map(toRecord),
+        next: rows.length > count && last ? { lastActiveMicros: last.last_active_micros, sessionId: last.session_id } : null,
+      };
     },
 
     async markDeleted(sessionId: string): Promise<void> {

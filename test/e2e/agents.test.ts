@@ -104,7 +104,9 @@ describe('/v1/agents', () => {
     });
 
     it('answers 400 to a bad limit or cursor', async () => {
-      for (const query of ['?limit=0', '?limit=101', '?limit=abc', '?after=%2F%2F']) {
+      const cursor = (text: string) => Buffer.from(text, 'utf8').toString('base64url');
+      const badCursors = [cursor('1700000000000'), cursor('-5:session'), cursor('99999999999999999999:session'), cursor(':session')];
+      for (const query of ['?limit=0', '?limit=101', '?limit=abc', '?after=%2F%2F', ...badCursors.map((value) => `?after=${value}`)]) {
         const response = await call('GET', query);
         expect(response.status, query).to.equal(400);
         expect(((await response.json()) as { error: { type: string } }).error.type).to.equal('invalid_request_error');

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { sql } from 'kysely';
-import type { LeaseGrant, SessionProgress, SessionStore } from '../../runtime/ports.js';
+import type { LeaseGrant, SessionCursor, SessionProgress, SessionStore } from '../../runtime/ports.js';
 import { createSessionRepository, migrateToLatest } from '../../storage/index.js';
 import { createSessionLeaseRepository } from '../../storage/session-lease-repository.js';
 import { databaseTargets } from '../support/databases.js';
@@ -243,7 +243,7 @@ for (const target of databaseTargets()) {
       expect((await store.claim(sessionId, 'user-a')).deletedAt).to.be.instanceOf(Date);
     });
 
-    it('lists the user sessions most recently active first and pages with before', async () => {
+    it('lists the user sessions most recently active first and pages with the cursor of the last', async () => {
       const userId = `user-${randomUUID()}`;
       const ids = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
       for (const [index, sessionId] of ids.entries()) {
@@ -253,9 +253,34 @@ for (const target of databaseTargets()) {
       await store.claim(randomUUID(), `other-${randomUUID()}`);
 
       const firstPage = await store.list({ userId, limit: 3 });
-      expect(firstPage.map((session) => session.sessionId)).to.deep.equal([ids[3], ids[2], ids[1]]);
-      const secondPage = await store.list({ userId, limit: 3, before: firstPage.at(-1)!.lastActive });
-      expect(secondPage.map((session) => session.sessionId)).to.deep.equal([ids[0]]);
+      expect(firstPage.sessions.map((session) => session.sessionId)).to.deep.equal([ids[3], ids[2], ids[1]]);
+      expect(firstPage.next).to.deep.equal({ lastActiveMicros: String(Date.UTC(2024, 0, 2) * 1000), sessionId: ids[1] });
+      const secondPage = await store.list({ userId, limit: 3, after: firstPage.next! });
+      expect(secondPage.sessions.map((session) => session.sessionId)).to.deep.equal([ids[0]]);
+      expect(secondPage.next).to.equal(null);
+    });
+
+    it('pages through sessions active at the same time, and within one millisecond, each listed once', async () => {
+      const userId = `user-${randomUUID()}`;
+      const ids = Array.from({ length: 7 }, (_, index) => `tied-${index}-${randomUUID()}`);
+      for (const [index, sessionId] of ids.entries()) {
+        await store.claim(sessionId, userId);
+        // Four at one instant, three a few microseconds apart within the same millisecond.
+        const micros = index < 4 ? 0 : index;
+        await sql`update sessions set last_active = timestamptz '2024-05-01T00:00:00.123Z' + ${micros} * interval '1 microsecond' where session_id = ${sessionId}`.execute(
+          database.db,
+        );
+      }
+      const listed: string[] = [];
+      let after: SessionCursor | undefined;
+      for (let pages = 0; pages < 10; pages += 1) {
+        const page = await store.list({ userId, limit: 2, ...(after ? { after } : {}) });
+        listed.push(...page.sessions.map((session) => session.sessionId));
+        if (!page.next) break;
+        after = page.next;
+      }
+      expect(listed).to.have.length(7);
+      expect(new Set(listed)).to.deep.equal(new Set(ids));
     });
 
     it('leaves deleted sessions out when listing', async () => {
@@ -266,7 +291,7 @@ for (const target of databaseTargets()) {
       await store.claim(deleted, userId);
       await store.markDeleted(deleted);
 
-      expect((await store.list({ userId, limit: 10 })).map((session) => session.sessionId)).to.deep.equal([kept]);
+      expect((await store.list({ userId, limit: 10 })).sessions.map((session) => session.sessionId)).to.deep.equal([kept]);
     });
 
     it('lists sessions of every user when no user is given', async () => {
@@ -278,7 +303,7 @@ for (const target of databaseTargets()) {
       await setLastActive(first, new Date('2999-01-02T00:00:00Z'));
       await setLastActive(second, new Date('2999-01-01T00:00:00Z'));
 
-      const listed = await store.list({ limit: 2 });
+      const { sessions: listed } = await store.list({ limit: 2 });
       expect(listed.map((session) => session.sessionId)).to.deep.equal([first, second]);
       expect(new Set(listed.map((session) => session.userId)).size).to.equal(2);
     });
