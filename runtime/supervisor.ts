@@ -568,6 +568,8 @@ export class Supervisor {
     const started = performance.now();
     const streaming = Boolean(turn.handlers.onContent);
     const clientCallIndexes = new Set<number>();
+    // The client's calls reach it only once the round shows they are all it has to run.
+    const clientDeltas: ToolCallDelta[] = [];
     let streamedText = false;
     try {
       const reply = await this.deps.llm.generate(
@@ -590,7 +592,7 @@ export class Supervisor {
             streaming && turn.handlers.onToolCallDelta
               ? (delta) => {
                   if (delta.function?.name && turn.clientToolNames.has(delta.function.name)) clientCallIndexes.add(delta.index);
-                  if (clientCallIndexes.has(delta.index)) turn.handlers.onToolCallDelta?.(delta);
+                  if (clientCallIndexes.has(delta.index)) clientDeltas.push(delta);
                 }
               : undefined,
         },
@@ -604,7 +606,13 @@ export class Supervisor {
       });
       const forClient = reply.toolCalls.filter((call) => turn.clientToolNames.has(call.function.name));
       if (forClient.length === 0) return reply;
+      if (forClient.length < reply.toolCalls.length) {
+        // Calls of both: the service's tools run first, and the model, given their results,
+        // asks for the client's again (a client can only answer a reply of its own calls).
+        return { ...reply, toolCalls: reply.toolCalls.filter((call) => !turn.clientToolNames.has(call.function.name)) };
+      }
       // The client runs these itself: the turn ends here and returns them.
+      for (const delta of clientDeltas) turn.handlers.onToolCallDelta?.(delta);
       turn.clientToolCalls = forClient;
       return { ...reply, toolCalls: [] };
     } catch (error) {

@@ -2,8 +2,14 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
+import type OpenAI from 'openai';
 import { readText, sseData, startTestService, type TestService } from '../support/service-harness.js';
 import { EVERYTHING_ENTRY, startEverythingHttp, type EverythingHttp } from '../support/mcp-fixtures.js';
+
+const weatherTool: OpenAI.Chat.ChatCompletionTool = {
+  type: 'function',
+  function: { name: 'get_weather', description: 'The weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
+};
 
 const SUM_REQUEST = 'Add them up [[tool:everything__get-sum {"a":2,"b":3}]]';
 
@@ -84,6 +90,47 @@ for (const transport of transports) {
         .join('');
       expect(text).to.match(/^Tool result: .*\b5\b/);
     });
+
+    for (const stream of [false, true]) {
+      it(`runs the service's tools first when one reply calls both kinds, then returns the client's call alone (${stream ? 'streaming' : 'not streaming'})`, async () => {
+        const sum = { id: 'call_sum', name: 'everything__get-sum', arguments: { a: 2, b: 3 } };
+        const weather = { id: 'call_weather', name: 'get_weather', arguments: { city: 'Paris' } };
+        harness.llm.script(
+          { match: { lastUserIncludes: 'both kinds', hasToolResults: false }, reply: { toolCalls: [sum, weather] }, times: 1 },
+          { match: { lastUserIncludes: 'both kinds', hasToolResults: true }, reply: { toolCalls: [{ ...weather, id: 'call_weather_2' }] }, times: 1 },
+        );
+        const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: 'user', content: 'Use both kinds of tools' }];
+        const calls: Array<{ index: number; id?: string; name?: string; arguments: string }> = [];
+        let finishReason: string | null = null;
+        if (stream) {
+          for await (const chunk of await harness.client.chat.completions.create({ model: 'svc-agent', messages, tools: [weatherTool], stream: true })) {
+            const choice = chunk.choices[0];
+            for (const delta of choice?.delta.tool_calls ?? []) {
+              const call = (calls[delta.index] ??= { index: delta.index, arguments: '' });
+              call.id ??= delta.id;
+              call.name ??= delta.function?.name;
+              call.arguments += delta.function?.arguments ?? '';
+            }
+            finishReason = choice?.finish_reason ?? finishReason;
+          }
+        } else {
+          const choice = (await harness.client.chat.completions.create({ model: 'svc-agent', messages, tools: [weatherTool] })).choices[0]!;
+          finishReason = choice.finish_reason;
+          for (const [index, call] of (choice.message.tool_calls ?? []).entries()) {
+            if (call.type === 'function') calls.push({ index, id: call.id, name: call.function.name, arguments: call.function.arguments });
+          }
+        }
+
+        expect(finishReason).to.equal('tool_calls');
+        expect(calls).to.deep.equal([{ index: 0, id: 'call_weather_2', name: 'get_weather', arguments: '{"city":"Paris"}' }]);
+        const chatCalls = harness.llm.requests.filter((request) => request.kind === 'chat');
+        expect(chatCalls).to.have.length(2);
+        const [assistant, toolResult] = chatCalls[1]!.body.messages!.slice(-2);
+        expect((assistant!.tool_calls as Array<{ id: string }>).map((call) => call.id)).to.deep.equal(['call_sum']);
+        expect(toolResult).to.deep.include({ role: 'tool', tool_call_id: 'call_sum' });
+        expect(String(toolResult!.content)).to.match(/\b5\b/);
+      });
+    }
 
     it('keeps the stream open with comment lines while a slow tool runs', async () => {
       const request = 'Wait [[tool:everything__trigger-long-running-operation {"duration":1,"steps":2}]]';
