@@ -26,15 +26,15 @@ const BACKLOG_TIMEOUT_MS = 2_000;
  * default Node.js process metrics. Names carry no prefix.
  */
 export class ServiceMetrics {
-  /** Where every metric of this service is registered. */
-  readonly registry = new Registry();
+  /** Every metric of this service, and the process's. */
+  readonly registry: Registry;
   private readonly httpRequests: Counter<'method' | 'route' | 'status'>;
   private readonly httpDuration: Histogram<'method' | 'route' | 'status'>;
   private readonly detachers: Array<() => void>;
 
   constructor(deps: ServiceMetricsDeps) {
-    const registers = [this.registry];
-    collectDefaultMetrics({ register: this.registry });
+    const own = new Registry();
+    const registers = [own];
     this.httpRequests = new Counter({ name: 'http_requests_total', help: 'HTTP requests answered, by method, route pattern and status.', labelNames: ['method', 'route', 'status'], registers });
     this.httpDuration = new Histogram({
       name: 'http_request_duration_seconds',
@@ -77,6 +77,8 @@ export class ServiceMetrics {
       },
     });
 
+    this.registry = Registry.merge([processMetrics(), own]);
+
     const { events } = deps;
     this.detachers = [
       events.on('llm:reply', ({ durationMs }) => llmDuration.observe({ outcome: 'ok' }, durationMs / 1000)),
@@ -101,6 +103,21 @@ export class ServiceMetrics {
   close(): void {
     for (const detach of this.detachers.splice(0)) detach();
   }
+}
+
+let processRegistry: Registry | undefined;
+
+/**
+ * Node.js's process metrics (CPU, memory, event loop lag, garbage collection), collected once
+ * per process: prom-client watches the event loop and the collector for them and never
+ * stops, so a process that starts several services (tests) must not start them again.
+ */
+function processMetrics(): Registry {
+  if (!processRegistry) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry });
+  }
+  return processRegistry;
 }
 
 /** The count, or NaN when it fails or takes too long: an unknown backlog must not fail the scrape. */

@@ -102,4 +102,17 @@ describe('ServiceMetrics', () => {
       other.close();
     }
   });
+
+  it("shows the process's Node.js metrics in every service's scrape, from one collector per process", async () => {
+    const other = new ServiceMetrics({ events: new EventBus(), supervisor: { registry: createSessionRegistry(), cachedActors: 0 }, webhooks: { countPending: async () => 0 } });
+    try {
+      for (const samples of [await scrape(), await scrape(other)]) {
+        expect(sampleValue(samples, 'process_cpu_user_seconds_total')).to.be.a('number');
+        expect(samples.filter((sample) => sample.name === 'nodejs_eventloop_lag_seconds')).to.have.length(1);
+      }
+      expect(metrics.registry.getSingleMetric('nodejs_eventloop_lag_seconds')).to.equal(other.registry.getSingleMetric('nodejs_eventloop_lag_seconds'));
+    } finally {
+      other.close();
+    }
+  });
 });
