@@ -64,42 +64,6 @@ for (const target of databaseTargets().filter((each) => each.hasVector)) {
       expect(await store.search(`user-${randomUUID()}`, [1, 0, 0], 10)).to.deep.equal([]);
     });
 
-    it('finds a user few memories among many of another user when the HNSW index serves the search', async () => {
-      const crowd = `user-${randomUUID()}`;
-      const loner = `user-${randomUUID()}`;
-      await store.add(
-        Array.from({ length: 200 }, (_, index) => ({
-          userId: crowd,
-          sessionId: 'crowd-session',
-          content: `crowd ${index}`,
-          embedding: [1, 0.01 * (index % 40), 0.001 * index],
-        })),
-      );
-      await store.add([{ userId: loner, sessionId: randomUUID(), content: 'the only one', embedding: [0, 1, 0] }]);
-
-      // One connection, so the planner settings that force the index apply to the search.
-      const { plan, found } = await database.db.connection().execute(async (connection) => {
-        await sql`analyze memories`.execute(connection);
-        await sql`set enable_seqscan = off`.execute(connection);
-        await sql`set enable_sort = off`.execute(connection);
-        try {
-          const { rows } = await sql<Record<string, string>>`
-            explain select id from memories where user_id = ${loner}
-            order by embedding <=> '[1,0,0]'::vector limit 3`.execute(connection);
-          return {
-            plan: rows.map((row) => Object.values(row).join(' ')).join('\n'),
-            found: await createMemoryRepository(connection).search(loner, [1, 0, 0], 3),
-          };
-        } finally {
-          await sql`reset enable_seqscan`.execute(connection);
-          await sql`reset enable_sort`.execute(connection);
-        }
-      });
-
-      expect(plan).to.contain('memories_embedding_hnsw_idx');
-      expect(found.map((entry) => entry.content)).to.deep.equal(['the only one']);
-    });
-
     /** Runs `search` on one connection where the planner must take the HNSW index, whose scan gives up after 10 candidates and 10 more tuples. */
     async function searchWithShortIndexScan<T>(search: (connection: Kysely<DatabaseSchema>) => Promise<T>): Promise<T> {
       return database.db.connection().execute(async (connection) => {
@@ -152,6 +116,30 @@ for (const target of databaseTargets().filter((each) => each.hasVector)) {
       // Above `exactSearchUpTo` the index is tried first.
       const found = await searchWithShortIndexScan((connection) => createMemoryRepository(connection, { exactSearchUpTo: 2 }).search(many, [1, 0, 0], 4));
       expect(found.map((entry) => entry.content)).to.deep.equal(['mine 0', 'mine 1', 'mine 2', 'mine 3']);
+    });
+
+    it("turns on pgvector's iterative scan, so the HNSW index finds a user's few memories among many of another user", async () => {
+      await addCrowd();
+      const loner = `user-${randomUUID()}`;
+      await store.add([{ userId: loner, sessionId: randomUUID(), content: 'the only one', embedding: [0, 1, 0] }]);
+
+      // One connection, so the planner settings that force the index apply to the query.
+      const { plan, found } = await database.db.connection().execute(async (connection) => {
+        await sql`analyze memories`.execute(connection);
+        await sql`set enable_seqscan = off`.execute(connection);
+        await sql`set enable_sort = off`.execute(connection);
+        try {
+          const query = sql<{ content: string }>`select content from memories where user_id = ${loner} order by embedding <=> '[1,0,0]'::vector limit 3`;
+          const { rows } = await sql<Record<string, string>>`explain ${query}`.execute(connection);
+          return { plan: rows.map((row) => Object.values(row).join(' ')).join('\n'), found: (await query.execute(connection)).rows };
+        } finally {
+          await sql`reset enable_seqscan`.execute(connection);
+          await sql`reset enable_sort`.execute(connection);
+        }
+      });
+
+      expect(plan).to.contain('memories_embedding_hnsw_idx');
+      expect(found.map((row) => row.content)).to.deep.equal(['the only one']);
     });
 
     it('returns nothing when the search limit is zero', async () => {
