@@ -178,7 +178,8 @@ export class SessionLeases {
           const still = new Set(kept);
           for (const [sessionId, holding] of renewed) {
             // Released and taken again while renewing: that newer lease is not in question.
-            if (still.has(sessionId) || this.held.get(sessionId) !== holding) continue;
+            // Being given back: the renewal may have read the row the release just freed.
+            if (still.has(sessionId) || this.held.get(sessionId) !== holding || holding.giving) continue;
             this.held.delete(sessionId);
             this.deps.onLost?.(sessionId);
           }
