@@ -27,7 +27,7 @@ export class AutoAnalyze {
   wrote(table: string, rows: number): void {
     const state = this.tables.get(table) ?? this.track(table);
     state.writtenSince += rows;
-    if (state.writtenSince >= BASE_THRESHOLD + SCALE_FACTOR * state.rowsAtAnalyze) this.analyze(table, state);
+    if (state.writtenSince >= BASE_THRESHOLD + SCALE_FACTOR * state.rowsAtAnalyze) this.run(state, () => this.analyzeNow(table, state));
   }
 
   /** Resolves when the analyses running now have ended. */
@@ -46,26 +46,25 @@ export class AutoAnalyze {
     const state: TableState = { rowsAtAnalyze: 0, writtenSince: 0, analyzing: false };
     this.tables.set(table, state);
     this.run(state, async () => {
-      const { rows } = await sql<{ reltuples: number }>`select reltuples from pg_class where oid = to_regclass(${table})`.execute(this.db);
-      const reltuples = Number(rows[0]?.reltuples ?? -1);
+      const reltuples = await this.rowsCounted(table);
       if (reltuples >= 0) state.rowsAtAnalyze = reltuples;
       else await this.analyzeNow(table, state);
     });
     return state;
   }
 
-  private analyze(table: string, state: TableState): void {
-    if (state.analyzing) return;
-    this.run(state, () => this.analyzeNow(table, state));
-  }
-
   private async analyzeNow(table: string, state: TableState): Promise<void> {
     const written = state.writtenSince;
     await sql`analyze ${sql.table(table)}`.execute(this.db);
-    const { rows } = await sql<{ reltuples: number }>`select reltuples from pg_class where oid = to_regclass(${table})`.execute(this.db);
-    state.rowsAtAnalyze = Math.max(0, Number(rows[0]?.reltuples ?? 0));
+    state.rowsAtAnalyze = Math.max(0, await this.rowsCounted(table));
     // Writes that arrived during the ANALYZE count towards the next one.
     state.writtenSince -= written;
+  }
+
+  /** The rows the table's last ANALYZE counted; -1 when it never was analyzed (or does not exist). */
+  private async rowsCounted(table: string): Promise<number> {
+    const { rows } = await sql<{ reltuples: number }>`select reltuples from pg_class where oid = to_regclass(${table})`.execute(this.db);
+    return Number(rows[0]?.reltuples ?? -1);
   }
 
   /** Runs one job of a table at a time in the background; errors go to `onError`. */

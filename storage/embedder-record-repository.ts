@@ -16,19 +16,24 @@ export function createEmbedderRecordRepository(db: Kysely<DatabaseSchema>): Embe
     async record(embedder: EmbedderRecord): Promise<EmbedderRecord> {
       // One statement, so of processes starting together the first one's choice stands; a
       // recorded embedder is replaced only while there is no memory its vectors would mix with.
-      const { rows } = await sql<{ source: string; model: string | null }>`
-        insert into memory_embedder as recorded (id, source, model) values (true, ${embedder.source}, ${embedder.model})
-        on conflict (id) do update
-          set source = excluded.source, model = excluded.model, recorded_at = now()
-          where not exists (select 1 from memories)
-        returning source, model`.execute(db);
-      const row = rows[0];
-      if (row) return toRecord(row);
+      const written = await writeRecord(db, embedder, { onlyWithoutMemories: true });
+      if (written) return written;
       const recorded = await get();
       if (!recorded) throw new Error('the memory embedder record vanished while it was being read');
       return recorded;
     },
   };
+}
+
+/** Writes the one row (`onlyWithoutMemories`: an embedder already recorded stays while memories exist); returns it, or undefined when it stayed. */
+async function writeRecord(db: Kysely<DatabaseSchema>, embedder: EmbedderRecord, { onlyWithoutMemories }: { onlyWithoutMemories: boolean }): Promise<EmbedderRecord | undefined> {
+  const { rows } = await sql<{ source: string; model: string | null }>`
+    insert into memory_embedder (id, source, model) values (true, ${embedder.source}, ${embedder.model})
+    on conflict (id) do update
+      set source = excluded.source, model = excluded.model, recorded_at = now()
+      ${onlyWithoutMemories ? sql`where not exists (select 1 from memories)` : sql``}
+    returning source, model`.execute(db);
+  return rows[0] && toRecord(rows[0]);
 }
 
 function toRecord(row: { source: string; model: string | null }): EmbedderRecord {
@@ -60,16 +65,14 @@ export async function reembedMemories(
       const rows = await trx.selectFrom('memories').select(['id', 'content']).where('id', '>', afterId).orderBy('id').limit(batch).execute();
       if (rows.length === 0) break;
       const vectors = await embed(rows.map((row) => row.content));
-      for (const [index, row] of rows.entries()) {
-        await trx.updateTable('memories').set({ embedding: vectorText(vectors[index] ?? []) }).where('id', '=', row.id).execute();
-      }
+      // One statement per batch.
+      const replaced = rows.map((row, index) => sql`(${row.id}::int, ${vectorText(vectors[index] ?? [])}::vector)`);
+      await sql`update memories set embedding = replaced.embedding from (values ${sql.join(replaced)}) as replaced (id, embedding) where memories.id = replaced.id`.execute(trx);
       done += rows.length;
       afterId = rows.at(-1)!.id;
       options.onProgress?.(done, Number(count));
     }
-    await sql`
-      insert into memory_embedder (id, source, model) values (true, ${embedder.source}, ${embedder.model})
-      on conflict (id) do update set source = excluded.source, model = excluded.model, recorded_at = now()`.execute(trx);
+    await writeRecord(trx, embedder, { onlyWithoutMemories: false });
     return done;
   });
 }
