@@ -293,8 +293,7 @@ function parseCursor(req: Request): SessionCursor | undefined {
   const raw = singleQuery(req, 'after');
   if (raw === undefined) return undefined;
   const match = /^[\w-]+$/.test(raw) ? /^(\d{1,19}):(.+)$/s.exec(Buffer.from(raw, 'base64url').toString('utf8')) : null;
-  const micros = match ? BigInt(match[1]!) : -1n;
-  if (!match || micros > MAX_CURSOR_MICROS) {
+  if (!match || BigInt(match[1]!) > MAX_CURSOR_MICROS) {
     throw new ServiceError('INVALID_REQUEST', 'after must be a next_cursor value from an earlier page', { param: 'after' });
   }
   return { lastActiveMicros: match[1]!, sessionId: match[2]! };
