@@ -57,6 +57,7 @@ export type ConfigValues = {
     timeout_ms: number;
     health_timeout_ms: number;
     embedding_model: string;
+    failure_mode: 'reply' | 'http';
   };
   database: { url: string; data_dir: string; pool_size: number };
   memory: {
@@ -142,6 +143,12 @@ export const configSchema: convict.Schema<ConfigValues> = {
     timeout_ms: { doc: 'Time-out of one LLM request, in ms.', format: 'positive-int', default: 120_000, env: 'LLM_TIMEOUT_MS' },
     health_timeout_ms: { doc: 'Time-out of the health check towards the LLM server, in ms.', format: 'positive-int', default: 2000, env: 'LLM_HEALTH_TIMEOUT_MS' },
     embedding_model: { doc: 'Embedding model for long-term memory.', format: String, default: 'default', env: 'LLM_EMBEDDING_MODEL' },
+    failure_mode: {
+      doc: "How a failed LLM call is answered: reply (the specification's: the error text is the assistant's reply, 200) or http (a 502 in the OpenAI error shape, or an error event mid-stream, that a client can retry; nothing of the failed turn but the user's message is stored).",
+      format: ['reply', 'http'],
+      default: 'reply',
+      env: 'LLM_FAILURE_MODE',
+    },
   },
   database: {
     url: {

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Router, type Request, type RequestHandler, type Response } from 'express';
@@ -6,7 +7,7 @@ import { ServiceError } from '../runtime/service-error.js';
 import type { Supervisor } from '../runtime/supervisor.js';
 import type { ToolRunner } from '../runtime/tool-runner.js';
 import { actingUser, callerOf } from './api-keys.js';
-import { checkIdentifier } from './chat-request.js';
+import { checkIdentifier, isValidIdentifier } from './chat-request.js';
 
 /** The announced agent resource. */
 export type AgentResource = {
@@ -216,11 +217,29 @@ async function exportAgent(deps: AgentsRouterDeps, session: SessionRecord): Prom
   };
   const folder = resolve(deps.settings.exportDir);
   await mkdir(folder, { recursive: true });
-  // The id is encoded so that it can never leave the folder or name a hidden file.
-  const stamp = exportedAt.toISOString().replace(/[:.]/g, '-');
-  const file = join(folder, `${encodeURIComponent(session.sessionId).replace(/^\./, '%2E')}-${stamp}.json`);
+  const file = join(folder, exportFileName(session.sessionId, exportedAt));
   await writeFile(file, `${JSON.stringify(body, null, 2)}\n`, { encoding: 'utf8', flag: 'wx', mode: 0o600 });
   return file;
+}
+
+/** Most characters of a session id an export file's name shows; a hash of the whole id keeps names apart. */
+const EXPORT_NAME_ID_CHARS = 100;
+
+/**
+ * The file name of a session's export: the id percent-encoded (so that it can never leave the
+ * folder or name a hidden file), cut to fit any file system's 255-byte names whatever the id,
+ * then a hash of the whole id and the time.
+ */
+export function exportFileName(sessionId: string, exportedAt: Date): string {
+  let shown = '';
+  for (const character of sessionId) {
+    const encoded = encodeURIComponent(character);
+    if (shown.length + encoded.length > EXPORT_NAME_ID_CHARS) break;
+    shown += encoded;
+  }
+  const idHash = createHash('sha256').update(sessionId).digest('hex').slice(0, 16);
+  const stamp = exportedAt.toISOString().replace(/[:.]/g, '-');
+  return `${shown.replace(/^\./, '%2E')}-${idHash}-${stamp}.json`;
 }
 
 /** Every row of a log read page by page (a page never holds the whole of a long one). */
@@ -293,7 +312,8 @@ function parseCursor(req: Request): SessionCursor | undefined {
   const raw = singleQuery(req, 'after');
   if (raw === undefined) return undefined;
   const match = /^[\w-]+$/.test(raw) ? /^(\d{1,19}):(.+)$/s.exec(Buffer.from(raw, 'base64url').toString('utf8')) : null;
-  if (!match || BigInt(match[1]!) > MAX_CURSOR_MICROS) {
+  // The id must be one a session can have: a NUL in it would reach PostgreSQL, which refuses it.
+  if (!match || BigInt(match[1]!) > MAX_CURSOR_MICROS || !isValidIdentifier(match[2]!)) {
     throw new ServiceError('INVALID_REQUEST', 'after must be a next_cursor value from an earlier page', { param: 'after' });
   }
   return { lastActiveMicros: match[1]!, sessionId: match[2]! };

@@ -78,6 +78,12 @@ export function parseChatRequest(body: unknown, limits: { maxMessages: number })
   if (request.messages.length > limits.maxMessages) {
     throw new ServiceError('INVALID_REQUEST', `too many messages: at most ${limits.maxMessages} are accepted`, { param: 'messages' });
   }
+  const illFormed = pathOfIllFormedText(body);
+  if (illFormed !== null) {
+    throw new ServiceError('INVALID_REQUEST', `Invalid value for '${illFormed}': text must be valid Unicode, without a lone UTF-16 surrogate (such as \\ud800)`, {
+      param: illFormed,
+    });
+  }
   // PostgreSQL text cannot hold NUL: refused here rather than failing to store.
   const withNul = request.messages.findIndex((message) => JSON.stringify(message.content ?? '').includes('\\u0000'));
   if (withNul >= 0) {
@@ -99,6 +105,37 @@ function isNestedDeeperThan(value: unknown, limit: number): boolean {
     for (const child of Object.values(node)) pending.push([child, depth + 1]);
   }
   return false;
+}
+
+/** A lone surrogate (with the `u` flag a surrogate pair is one code point, not of this category). */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/**
+ * The path (e.g. `messages[1].content`) of a key or string in a parsed JSON body that
+ * holds a lone UTF-16 surrogate, or null. Such text has no UTF-8 form: it cannot be stored as
+ * sent. Iterative, like the nesting check.
+ */
+function pathOfIllFormedText(value: unknown): string | null {
+  const pending: Array<[unknown, PropertyKey[]]> = [[value, []]];
+  while (pending.length > 0) {
+    const [node, path] = pending.pop()!;
+    if (typeof node === 'string') {
+      if (LONE_SURROGATE.test(node)) return formatPath(path);
+      continue;
+    }
+    if (node === null || typeof node !== 'object') continue;
+    for (const [key, child] of Object.entries(node)) {
+      const childPath = [...path, Array.isArray(node) ? Number(key) : key];
+      if (LONE_SURROGATE.test(key)) return formatPath(childPath);
+      pending.push([child, childPath]);
+    }
+  }
+  return null;
+}
+
+/** True when `value` can be a user or session id: 1 to 255 characters, no NUL, no lone surrogate. */
+export function isValidIdentifier(value: string): boolean {
+  return value.length > 0 && value.length <= MAX_ID_LENGTH && !value.includes('\u0000') && !LONE_SURROGATE.test(value);
 }
 
 /** Checks a user or session id taken from a header. */

@@ -236,6 +236,7 @@ export function supervisorSettingsOf(config: AppConfig): SupervisorSettings {
     turnWaitMs: config.sessions.turn_wait_ms,
     writeWaitMs: config.sessions.write_wait_ms,
     heartbeatMs: config.tools.heartbeat_ms,
+    failureMode: config.llm.failure_mode,
   };
 }
 

@@ -97,9 +97,10 @@ export interface SessionStore {
   get(sessionId: string): Promise<SessionRecord | undefined>;
   /**
    * Creates the session for `userId` unless it exists, and returns the stored row
-   * (whose `userId` may differ when another user owns it: the caller must check).
+   * (whose `userId` may differ when another user owns it: the caller must check);
+   * `created` is true when this call made the row, so nothing of the session is stored yet.
    */
-  claim(sessionId: string, userId: string): Promise<SessionRecord>;
+  claim(sessionId: string, userId: string): Promise<SessionRecord & { created: boolean }>;
   /** The live session of `userId` whose history hash is `historyHash`, if any. */
   findByHistoryHash(userId: string, historyHash: string): Promise<SessionRecord | undefined>;
   /** Records the snapshot at rest and sets `lastActive` to now, with the progress's transition log. */

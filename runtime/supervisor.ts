@@ -36,6 +36,12 @@ import { NO_TOOLS, type ToolRunner } from './tool-runner.js';
 /** The prefix the specification gives a failed LLM call's reply. */
 export const LLM_FAILURE_PREFIX = 'Error: An error occurred during async LLM call: ';
 
+/**
+ * The stored role of a reply that is a failure's text: kept in the transcript as the client
+ * saw it, and, like every role but system, user and assistant, never placed in a context.
+ */
+export const FAILED_REPLY_ROLE = 'assistant_error';
+
 /** One user turn, as the gateway hands it over. */
 export type TurnRequest = {
   userId: string;
@@ -84,6 +90,11 @@ export type SupervisorSettings = {
   writeWaitMs: number;
   /** Interval of heartbeats while tools run. */
   heartbeatMs: number;
+  /**
+   * How a failed LLM call is answered: `reply`, the specification's error text as the reply;
+   * `http`, an error the client can retry (the turn stays unanswered, so a retry is not stored twice).
+   */
+  failureMode: 'reply' | 'http';
 };
 
 /** What the supervisor is built from. */
@@ -306,8 +317,10 @@ export class Supervisor {
     conversation: ClientConversation & { prefixHash: string | null; forceNew?: boolean },
   ): Promise<TurnPlan | 'fork'> {
     // A session whose actor lives here was last written by this process: its row is known.
-    const session =
-      this.cache.get(sessionId)?.session ?? (await this.storage('claim session', () => this.deps.sessions.claim(sessionId, request.userId)));
+    const cached = this.cache.get(sessionId);
+    const { created, ...session } = cached
+      ? { ...cached.session, created: false }
+      : await this.storage('claim session', () => this.deps.sessions.claim(sessionId, request.userId));
     if (session.userId !== request.userId) {
       throw new ServiceError('FORBIDDEN', `session ${sessionId} belongs to another user`, { param: 'session_id' });
     }
@@ -317,23 +330,23 @@ export class Supervisor {
     const { prefix, tail, prefixHash } = conversation;
     const tailTurns = tail.map(toTurn);
     const isNew = session.historyHash === null || conversation.forceNew === true;
+    // A brand-new conversation stores the history the client sent with it; a continued one, its new turns.
+    const turns = isNew && prefixHash !== null ? [...prefix.map(toTurn), ...tailTurns] : tailTurns;
     // The same request again after a turn that ended unanswered (cancelled, a tool needed an
-    // account, or its process died: then this process has no actor of the session): its
-    // messages are stored already, and a stored tail equal to the request's can only be that.
-    const mayRetry = !isNew && (hasUnansweredTurn(session.snapshot) || !this.cache.has(sessionId));
-    const isRetry = mayRetry && (await this.storage('read the last turns', () => this.isStoredTail(sessionId, tailTurns)));
-    const newTurns = isRetry ? [] : tailTurns;
+    // account, or its process died: then this process has no actor of the session, and a first
+    // turn left no history hash): its messages are stored already, and a stored tail equal to
+    // the request's can only be that. A row this request created holds nothing yet.
+    const mayRetry = conversation.forceNew !== true && !created && (hasUnansweredTurn(session.snapshot) || !cached);
+    const isRetry = mayRetry && (await this.storage('read the last turns', () => this.isStoredTail(sessionId, turns)));
+    const toStore = isRetry ? [] : turns;
     if (prefixHash === null) {
       const history = isNew ? [] : await this.recentDialogue(sessionId);
-      const dialogue = isRetry ? history : [...history, ...tail];
-      return { session, isNew, generation, toStore: newTurns, dialogue, baseHash: session.historyHash ?? EMPTY_HISTORY_HASH, hashed: tailTurns };
+      const dialogue = isRetry && !isNew ? history : [...history, ...tail];
+      return { session, isNew, generation, toStore, dialogue, baseHash: session.historyHash ?? EMPTY_HISTORY_HASH, hashed: tailTurns };
     }
-    if (isNew) {
-      const turns = [...prefix.map(toTurn), ...tailTurns];
-      return { session, isNew, generation, toStore: turns, dialogue: [...prefix, ...tail], baseHash: EMPTY_HISTORY_HASH, hashed: turns };
-    }
+    if (isNew) return { session, isNew, generation, toStore, dialogue: withoutFailedReplies([...prefix, ...tail]), baseHash: EMPTY_HISTORY_HASH, hashed: turns };
     if (prefixHash !== session.historyHash) return 'fork';
-    return { session, isNew, generation, toStore: newTurns, dialogue: [...prefix, ...tail], baseHash: prefixHash, hashed: tailTurns };
+    return { session, isNew, generation, toStore, dialogue: withoutFailedReplies([...prefix, ...tail]), baseHash: prefixHash, hashed: tailTurns };
   }
 
   private async recentDialogue(sessionId: string): Promise<ChatMessage[]> {
@@ -381,10 +394,13 @@ export class Supervisor {
       const snapshot = await this.drive(actor, startsTurn ? null : messages, handlers.signal);
       const { failure, reason } = snapshot.context;
       const cancelled = reason === 'cancelled';
+      const failsAsError = failure !== null && this.deps.settings.failureMode === 'http';
       const produced = snapshot.context.messages.slice(messages.length);
       const outcome = this.outcomeOf(sessionId, snapshot.context.reply, produced, turn, failure, cancelled);
-      const answered = !cancelled && !turn.authError;
-      const replyTurns: Turn[] = answered ? [{ role: 'assistant', content: outcome.content }] : [];
+      const answered = !cancelled && !turn.authError && !failsAsError;
+      const reply: Turn = { role: 'assistant', content: outcome.content };
+      // A failure's text is stored marked, so later contexts leave it out.
+      const replyTurns: Turn[] = answered ? [failure ? { ...reply, role: FAILED_REPLY_ROLE } : reply] : [];
       // A turn stopped for a missing account stores nothing more: its tool call never ran.
       const activity = turn.authError ? [] : toolTurns(produced, turn.clientToolCalls);
       const progress = {
@@ -393,12 +409,18 @@ export class Supervisor {
         transitions: snapshot.context.transitions,
         transitionLog: turn.transitionLog,
         // An unanswered turn leaves the hash where it was, so the same request can be sent again.
-        historyHash: answered ? foldHistoryHash(plan.baseHash, [...plan.hashed, ...replyTurns]) : plan.baseHash,
+        // The client holds every reply as an assistant turn, the failure's text included.
+        historyHash: answered ? foldHistoryHash(plan.baseHash, [...plan.hashed, reply]) : plan.baseHash,
       };
       const fence = this.deps.leases ? { holder: this.deps.leases.holder, generation: plan.generation } : undefined;
       await this.persist(sessionId, 'store the reply and the session snapshot', [...activity, ...replyTurns], request.userId, progress, fence);
       this.remember(sessionId, { ...session, ...progress, lastActive: new Date() });
       if (turn.authError) throw turn.authError;
+      if (failsAsError) {
+        throw new ServiceError('UPSTREAM_UNAVAILABLE', `${LLM_FAILURE_PREFIX.slice('Error: '.length)}${failure.message}`, {
+          headers: { 'Retry-After': '1' },
+        });
+      }
       if (this.deps.memory && answered && !failure) {
         const exchange = { userId: request.userId, sessionId, user: lastUserText, assistant: outcome.content };
         const memory = this.deps.memory;
@@ -432,7 +454,8 @@ export class Supervisor {
     const texts = produced.filter((message) => message.role === 'assistant').map(textOf).filter((text) => text !== '');
     if (failure) {
       // A streaming client saw the failed round's partial text, then the error: that is the reply.
-      if (streaming) this.stream(turn, `Error: ${failure.message}`);
+      // (With failures answered as HTTP errors, the gateway ends the stream with an error event.)
+      if (streaming && this.deps.settings.failureMode === 'reply') this.stream(turn, `${LLM_FAILURE_PREFIX}${failure.message}`);
       return {
         sessionId,
         content: streaming ? turn.streamed : [...texts, `${LLM_FAILURE_PREFIX}${failure.message}`].join(ROUND_SEPARATOR),
@@ -679,14 +702,20 @@ export class Supervisor {
     return tail.length === turns.length && tail.every((record, index) => record.role === turns[index]!.role && record.message === turns[index]!.content);
   }
 
-  /** Waits for a write to commit, at most `writeWaitMs`; a write still retrying goes on alone. */
+  /**
+   * Waits for a write to commit, at most `writeWaitMs`; a write still retrying goes on alone.
+   * A write that failed for good (the database refused its data) fails the turn: it is never
+   * answered as if it were stored.
+   */
   private async waitForWrite(write: Promise<unknown>): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<void>((resolve) => {
       timer = setTimeout(resolve, this.deps.settings.writeWaitMs);
     });
     try {
-      await Promise.race([write.catch(() => undefined), deadline]);
+      await Promise.race([write, deadline]);
+    } catch (error) {
+      throw new ServiceError('INTERNAL', 'The turn could not be stored, so it was not answered.', { cause: error });
     } finally {
       clearTimeout(timer);
     }
@@ -756,6 +785,14 @@ function toolTurns(produced: ChatMessage[], clientCalls: ToolCall[]): Turn[] {
     }
   }
   return [...turns, ...clientCalls.map(callTurn)];
+}
+
+/**
+ * A resent history without the replies that are this service's failure texts (streamed or
+ * not, they hold the specification's prefix): a failed turn never reaches a later context.
+ */
+function withoutFailedReplies(dialogue: ChatMessage[]): ChatMessage[] {
+  return dialogue.filter((message) => message.role !== 'assistant' || !textOf(message).includes(LLM_FAILURE_PREFIX));
 }
 
 /** Adds a state's own prompt to the system prompt for the call made in that state. */

@@ -2,12 +2,13 @@ import { sql } from 'kysely';
 import type { ExpressionBuilder, Kysely, QueryCreator, Selectable } from 'kysely';
 import type { LeaseFence, NewConversationRecord, SessionCursor, SessionPage, SessionProgress, SessionRecord, SessionStore, StoredTransition } from '../runtime/ports.js';
 import { toConversationRow } from './conversation-repository.js';
+import { toJsonText } from './json-text.js';
 import type { DatabaseSchema, SessionsTable, SessionTransitionsTable } from './database-schema.js';
 import { rowLimit } from './row-limit.js';
 
 function progressValues(progress: SessionProgress) {
   return {
-    snapshot: progress.snapshot === undefined || progress.snapshot === null ? null : JSON.stringify(progress.snapshot),
+    snapshot: progress.snapshot === undefined || progress.snapshot === null ? null : toJsonText(progress.snapshot),
     current_state: progress.currentState,
     transitions: progress.transitions,
     history_hash: progress.historyHash,
@@ -80,18 +81,18 @@ export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStor
       return row && toRecord(row);
     },
 
-    async claim(sessionId: string, userId: string): Promise<SessionRecord> {
+    async claim(sessionId: string, userId: string): Promise<SessionRecord & { created: boolean }> {
       const inserted = await db
         .insertInto('sessions')
         .values({ session_id: sessionId, user_id: userId })
         .onConflict((conflict) => conflict.column('session_id').doNothing())
         .returningAll()
         .executeTakeFirst();
-      if (inserted) return toRecord(inserted);
+      if (inserted) return { ...toRecord(inserted), created: true };
       // A separate statement: under READ COMMITTED it sees the row a concurrent claim committed.
       const existing = await db.selectFrom('sessions').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
       if (!existing) throw new Error(`Session ${sessionId} neither inserted nor found while claiming it.`);
-      return toRecord(existing);
+      return { ...toRecord(existing), created: false };
     },
 
     async findByHistoryHash(userId: string, historyHash: string): Promise<SessionRecord | undefined> {

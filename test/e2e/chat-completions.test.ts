@@ -216,7 +216,7 @@ describe('POST /v1/chat/completions', () => {
       expect(events.at(-1)).to.equal('[DONE]');
       const pieces = events.slice(0, -1).map((event) => JSON.parse(event).choices[0].delta.content).filter(Boolean);
       expect(pieces).to.have.length(1);
-      expect(pieces[0]).to.match(/^Error: 500/);
+      expect(pieces[0]).to.match(/^Error: An error occurred during async LLM call: 500/);
     });
 
     it('reports the cut when the LLM stream breaks midway', async () => {

@@ -146,6 +146,7 @@ const ODD_SEGMENTS = [
   '%25',
   encodeURIComponent('😀'),
   encodeURIComponent('x'.repeat(256)),
+  encodeURIComponent('é'.repeat(255)),
   'x'.repeat(2000),
   encodeURIComponent('<script>'),
   encodeURIComponent("'; drop table conversations; --"),
@@ -175,6 +176,8 @@ const ODD_QUERY_VALUES = [
   base64url('-5'),
   base64url('1.5'),
   base64url('0'),
+  base64url('1:\u0000'),
+  base64url(`1:${'x'.repeat(256)}`),
   'AAAA',
   '====',
 ];

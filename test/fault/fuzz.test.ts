@@ -1,5 +1,5 @@
 import { randomInt } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
@@ -101,12 +101,13 @@ describe(`fuzzed malformed requests (FUZZ_SEED=${SEED})`, function () {
     expect(webhook.status).to.equal(201);
     const webhookId = webhook.json.id as string;
     const agentIds: string[] = [];
-    for (const key of [API_KEY, BOUND_KEY]) {
+    // The third agent's id is as long as an id may be, in two-byte characters (its export file name must still fit).
+    for (const [key, sessionId] of [[API_KEY], [BOUND_KEY], [API_KEY, 'ü'.repeat(255)]] as Array<[string, string?]>) {
       const response = await pool.request({
         method: 'POST',
         path: '/v1/chat/completions',
         headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${key}` },
-        body: JSON.stringify({ messages: [{ role: 'user', content: 'seed' }] }),
+        body: JSON.stringify({ messages: [{ role: 'user', content: 'seed' }], ...(sessionId ? { session_id: sessionId } : {}) }),
       });
       await response.body.dump();
       expect(response.statusCode).to.equal(200);
@@ -159,6 +160,10 @@ describe(`fuzzed malformed requests (FUZZ_SEED=${SEED})`, function () {
       { label: 'agents cursor past the last Date', method: 'GET', path: `/v1/agents?after=${Buffer.from('8640000000000001').toString('base64url')}`, headers: {} },
       { label: 'deeply nested extra field of a message', method: 'POST', path: '/v1/chat/completions', headers: {}, body: `{"messages":[{"role":"user","content":"hi","extra":${nested}}]}` },
       { label: 'session id that cannot go in a header', method: 'POST', path: '/v1/chat/completions', headers: {}, body: chat({ session_id: 'line\r\nbreak 😀' }) },
+      { label: 'agents cursor whose session id holds NUL', method: 'GET', path: '/v1/agents?after=MToA', headers: {} },
+      { label: 'agents cursor whose session id is too long', method: 'GET', path: `/v1/agents?after=${Buffer.from(`1:${'x'.repeat(256)}`).toString('base64url')}`, headers: {} },
+      { label: 'lone surrogate in a message (its reply could not be stored)', method: 'POST', path: '/v1/chat/completions', headers: {}, body: '{"messages":[{"role":"user","content":"a \\ud800 b"}]}' },
+      { label: 'lone surrogate in the user id', method: 'POST', path: '/v1/chat/completions', headers: {}, body: '{"user_id":"\\udfff","messages":[{"role":"user","content":"hi"}]}' },
     ];
     for (const fuzz of found) {
       const response = await pool.request({
@@ -170,6 +175,23 @@ describe(`fuzzed malformed requests (FUZZ_SEED=${SEED})`, function () {
       const text = await response.body.text();
       expect(response.statusCode, `${fuzz.label}: ${text}`).to.equal(400);
       expect(problemWith(fuzz.method, response.statusCode, String(response.headers['content-type']), text), fuzz.label).to.equal(null);
+    }
+  });
+
+  it('deletes with an export agents whose ids are as long as an id may be, in multi-byte characters', async () => {
+    for (const sessionId of ['é'.repeat(255), `${'ÿ'.repeat(200)}-${'x'.repeat(54)}`]) {
+      const seed = await pool.request({
+        method: 'POST',
+        path: '/v1/chat/completions',
+        headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${API_KEY}` },
+        body: JSON.stringify({ session_id: sessionId, messages: [{ role: 'user', content: 'a long name' }] }),
+      });
+      expect(seed.statusCode, await seed.body.text()).to.equal(200);
+      const deletion = await call('DELETE', `/v1/agents/${encodeURIComponent(sessionId)}`, { export_data: true });
+      expect(deletion.status, JSON.stringify(deletion.json)).to.equal(200);
+      expect(deletion.json).to.include({ status: 'deleted', memory_exported: true });
+      const exported = JSON.parse(readFileSync(String(deletion.json.export_location), 'utf8')) as { agent: { id: string } };
+      expect(exported.agent.id).to.equal(sessionId);
     }
   });
 

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { LLM_FAILURE_PREFIX } from '../../runtime/supervisor.js';
+import { FAILED_REPLY_ROLE, LLM_FAILURE_PREFIX } from '../../runtime/supervisor.js';
 import { startFakeLlm, type FakeLlm, type RecordedRequest } from '../../scripts/fake-llm-server.js';
 import { startTestService, type TestService } from '../support/service-harness.js';
 import { waitFor } from '../support/wait-for.js';
@@ -7,8 +7,8 @@ import { sendTurn, type TurnAnswer } from './chat-turn.js';
 import { openFaultDatabase, type FaultDatabase } from './fault-database.js';
 import { storedTranscript } from './transcript.js';
 
-/** The service gives up on the LLM after this long. */
-const LLM_TIMEOUT_MS = 800;
+/** The service gives up on the LLM after this long: ten times the slow fault's delay, so a loaded machine cannot turn slow into timed out. */
+const LLM_TIMEOUT_MS = 3_000;
 const REQUEST_BOUND_MS = 10_000;
 
 /** What the scripted LLM does to one turn, by a magic word in the user's message. */
@@ -23,7 +23,7 @@ const FAULTS = {
 type Fault = keyof typeof FAULTS;
 const FAULT_NAMES = Object.keys(FAULTS) as Fault[];
 
-/** One turn as the client saw it, and the reply the service should have stored (null: none). */
+/** One turn as the client saw it, and the reply the service should have stored (null: none), as `role: message`. */
 type Outcome = { text: string; stored: string | null };
 
 describe('LLM server faults under concurrent load', function () {
@@ -43,7 +43,7 @@ describe('LLM server faults under concurrent load', function () {
     await database?.drop();
   });
 
-  /** Checks the answer a fault calls for and returns the reply the service should have stored. */
+  /** Checks the answer a fault calls for and returns the reply the service should have stored, as `role: message`. */
   function expectAnswer(fault: Fault, text: string, stream: boolean, answer: TurnAnswer): string {
     const label = `${fault} (${stream ? 'streaming' : 'not streaming'}): ${text}`;
     expect(answer.status, label).to.equal(200);
@@ -54,22 +54,24 @@ describe('LLM server faults under concurrent load', function () {
     const failure = { error: /^503 overloaded$/, cut: /./, timeout: /did not answer in time/ }[fault as 'error' | 'cut' | 'timeout'];
     if (!failure) {
       expect(answer.content, label).to.equal(`Echo: ${text}`);
-      return answer.content;
+      return `assistant: ${answer.content}`;
     }
+    // A failed turn's reply is stored marked, so that it never enters a later context.
     if (!stream) {
       expect(answer.content.startsWith(LLM_FAILURE_PREFIX), label).to.equal(true);
       expect(answer.content.slice(LLM_FAILURE_PREFIX.length), label).to.match(failure);
-      return answer.content;
+      return `${FAILED_REPLY_ROLE}: ${answer.content}`;
     }
-    // The specification's stream: one piece `Error: ...`, then the end (a cut stream first sends what it had).
+    // The specification's stream: one piece `Error: ...` (the same text as without streaming), then the end (a cut stream first sends what it had).
     const errorPieces = answer.pieces.filter((piece) => piece.startsWith('Error: '));
     expect(errorPieces, label).to.have.length(1);
     expect(answer.pieces.at(-1), label).to.equal(errorPieces[0]);
-    expect(errorPieces[0]!.slice('Error: '.length), label).to.match(failure);
+    expect(errorPieces[0]!.startsWith(LLM_FAILURE_PREFIX), label).to.equal(true);
+    expect(errorPieces[0]!.slice(LLM_FAILURE_PREFIX.length), label).to.match(failure);
     if (fault === 'error') expect(answer.pieces, label).to.have.length(1);
     else expect(`Echo: ${text}`.startsWith(answer.pieces.slice(0, -1).join('')), label).to.equal(true);
     // What the client saw is the reply stored: a resent history then matches the stored one.
-    return answer.pieces.join('');
+    return `${FAILED_REPLY_ROLE}: ${answer.pieces.join('')}`;
   }
 
   /** A conversation whose turns meet every fault in turn, starting at a different one per conversation. */
@@ -106,7 +108,7 @@ describe('LLM server faults under concurrent load', function () {
     await waitFor(() => llm.requests.filter((request) => isAbandoned(request) && request.aborted).length === abandoned, 'every abandoned call to be cancelled upstream');
     await harness.service.writer.flush();
     for (const { sessionId, outcomes } of conversations) {
-      const expected = outcomes.flatMap((outcome) => [`user: ${outcome.text}`, ...(outcome.stored === null ? [] : [`assistant: ${outcome.stored}`])]);
+      const expected = outcomes.flatMap((outcome) => [`user: ${outcome.text}`, ...(outcome.stored === null ? [] : [outcome.stored])]);
       expect(await storedTranscript(harness.service.database, sessionId), sessionId).to.deep.equal(expected);
     }
   });
@@ -134,7 +136,7 @@ describe('LLM server faults under concurrent load', function () {
     await harness.service.writer.flush();
     expect(await storedTranscript(harness.service.database, whileDown.sessionId!)).to.deep.equal([
       'user: anyone there?',
-      `assistant: ${whileDown.content}`,
+      `${FAILED_REPLY_ROLE}: ${whileDown.content}`,
       'user: back again?',
       'assistant: Echo: back again?',
     ]);

@@ -46,6 +46,19 @@ for (const target of databaseTargets()) {
       expect(await store.get(sessionId)).to.include({ historyHash: 'after-turn', transitions: 5, currentState: 'ask_user' });
     });
 
+    it('stores a turn whose reply and snapshot hold a lone UTF-16 surrogate (as U+FFFD) instead of failing the write', async () => {
+      const sessionId = randomUUID();
+      await store.claim(sessionId, 'user-a');
+      const reply = 'Echo: broken \ud800 text';
+      const snapshot = { status: 'active', value: 'ask_user', context: { reply: { content: reply }, messages: [] } };
+      await store.completeTurn(sessionId, [{ userId: 'user-a', sessionId, role: 'assistant', message: reply }], progress({ snapshot, historyHash: 'surrogate' }));
+      const rows = await database.db.selectFrom('conversations').select('message').where('session_id', '=', sessionId).execute();
+      expect(rows).to.deep.equal([{ message: 'Echo: broken \ufffd text' }]);
+      const stored = await store.get(sessionId);
+      expect(stored).to.include({ historyHash: 'surrogate' });
+      expect(stored!.snapshot).to.deep.equal({ ...snapshot, context: { ...snapshot.context, reply: { content: 'Echo: broken \ufffd text' } } });
+    });
+
     it('records only the progress when a turn completes with no records', async () => {
       const sessionId = randomUUID();
       await store.claim(sessionId, 'user-a');
@@ -128,11 +141,12 @@ for (const target of databaseTargets()) {
       const sessionId = randomUUID();
       const session = await store.claim(sessionId, 'user-a');
 
-      expect(session).to.include({ sessionId, userId: 'user-a', historyHash: null, currentState: null, transitions: 0, deletedAt: null });
+      expect(session).to.include({ sessionId, userId: 'user-a', historyHash: null, currentState: null, transitions: 0, deletedAt: null, created: true });
       expect(session.snapshot).to.equal(null);
       expect(session.createdAt).to.be.instanceOf(Date);
       expect(session.lastActive).to.be.instanceOf(Date);
-      expect(await store.get(sessionId)).to.deep.equal(session);
+      const { created: _created, ...record } = session;
+      expect(await store.get(sessionId)).to.deep.equal(record);
     });
 
     it('returns the existing row of the first user when a second user claims the same id', async () => {
@@ -141,7 +155,8 @@ for (const target of databaseTargets()) {
       const second = await store.claim(sessionId, 'user-b');
 
       expect(second.userId).to.equal('user-a');
-      expect(second).to.deep.equal(first);
+      expect(first.created).to.equal(true);
+      expect(second).to.deep.equal({ ...first, created: false });
     });
 
     it('creates one row whichever claim wins when claims run concurrently', async () => {
@@ -151,6 +166,7 @@ for (const target of databaseTargets()) {
 
       const owners = new Set(claimed.map((session) => session.userId));
       expect(owners.size).to.equal(1);
+      expect(claimed.filter((session) => session.created)).to.have.length(1);
       const { rows } = await sql<{ count: number }>`
         select count(*)::int as count from sessions where session_id = ${sessionId}`.execute(database.db);
       expect(rows[0]?.count).to.equal(1);
