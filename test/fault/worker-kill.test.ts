@@ -26,13 +26,22 @@ const STOP_BOUND_MS = 20_000;
 /** One attempt at a turn, as the client saw it. */
 type Attempt = { sessionId: string; text: string; gotHeaders: boolean; readToDone: boolean; reply: string | null };
 
-/** The workers of the primary: its child processes. */
+/** The workers of the primary: its child processes that node's cluster forked (not, say, tsx's esbuild service). */
 function workerPids(primaryPid: number): number[] {
   try {
     // A killed worker stays a zombie until the primary reaps it: only living ones count.
-    return execFileSync('pgrep', ['-P', String(primaryPid)], { encoding: 'utf8' }).trim().split('\n').map(Number).filter(isProcessAlive);
+    return execFileSync('pgrep', ['-P', String(primaryPid)], { encoding: 'utf8' }).trim().split('\n').map(Number).filter(isProcessAlive).filter(isClusterWorker);
   } catch {
     return [];
+  }
+}
+
+/** True when the process is a cluster worker: node's cluster gives each one NODE_UNIQUE_ID. */
+function isClusterWorker(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').some((entry) => entry.startsWith('NODE_UNIQUE_ID='));
+  } catch {
+    return false;
   }
 }
 
@@ -148,7 +157,7 @@ suite(`a worker killed with SIGKILL in the middle of streams${serverUrl ? '' : '
     }
   }
 
-  it('stores every acknowledged message once and in order, leaves no session stuck, and stops cleanly on SIGTERM', async () => {
+  it('stores every acknowledged message once and in order (first turns included), leaves no session stuck, and stops cleanly on SIGTERM', async () => {
     const primaryPid = service.process.pid!;
     // The primary logs each replacement worker once it listens.
     const listening = new Set<number>();
@@ -168,20 +177,28 @@ suite(`a worker killed with SIGKILL in the middle of streams${serverUrl ? '' : '
       }),
     );
 
-    // Killed once most conversations have a stream open on the second turn.
-    await waitFor(() => attempts.length >= CONVERSATIONS * 2 && open >= CONVERSATIONS / 2, 'streams open on the second turn', REQUEST_BOUND_MS);
-    // The worker with the most connections, so the kill surely breaks requests in flight.
-    const [victim] = workerPids(primaryPid)
-      .map((pid) => [pid, connectionsOf(pid, port)] as const)
-      .sort((a, b) => b[1] - a[1])[0]!;
     const workersBefore = workerPids(primaryPid);
-    process.kill(victim, 'SIGKILL');
+    /** Kills the worker with the most connections, so the kill surely breaks requests in flight. */
+    const killBusiestWorker = () => {
+      const [victim] = workerPids(primaryPid)
+        .map((pid) => [pid, connectionsOf(pid, port)] as const)
+        .sort((a, b) => b[1] - a[1])[0]!;
+      process.kill(victim, 'SIGKILL');
+    };
+    const sentOf = (turn: number) => attempts.filter((attempt) => attempt.text.includes(`:t${turn}>`)).length;
+    // Killed once while most conversations have their first turn open (a retried first turn must not be stored twice),
+    // and once on the second turn.
+    await waitFor(() => sentOf(1) >= CONVERSATIONS && open >= CONVERSATIONS / 2, 'streams open on the first turn', REQUEST_BOUND_MS);
+    killBusiestWorker();
+    await waitFor(() => sentOf(2) >= CONVERSATIONS / 2 && open >= CONVERSATIONS / 4, 'streams open on the second turn', REQUEST_BOUND_MS);
+    killBusiestWorker();
     await conversations;
 
-    const broken = attempts.filter((attempt) => !attempt.readToDone);
-    expect(broken.length, 'the kill broke streams in flight').to.be.greaterThan(0);
-    await waitFor(() => workerPids(primaryPid).some((pid) => listening.has(pid) && !workersBefore.includes(pid)), 'a replacement worker listening', REQUEST_BOUND_MS);
-    expect(workerPids(primaryPid)).to.have.length(WORKERS);
+    const brokenOnTurn = (turn: number) => attempts.filter((attempt) => !attempt.readToDone && attempt.text.includes(`:t${turn}>`)).length;
+    expect(brokenOnTurn(1), 'the first kill broke first turns in flight').to.be.greaterThan(0);
+    expect(brokenOnTurn(1) + brokenOnTurn(2), 'the kills broke streams in flight').to.be.greaterThan(1);
+    const replaced = () => workerPids(primaryPid).filter((pid) => listening.has(pid) && !workersBefore.includes(pid)).length === 2;
+    await waitFor(() => replaced() && workerPids(primaryPid).length === WORKERS, `two replacement workers listening, ${WORKERS} in all`, REQUEST_BOUND_MS);
 
     // No session is stuck behind the dead worker's lease.
     await Promise.all(
