@@ -83,6 +83,8 @@ describeInBrowser(`inspector page (/inspect) in a browser${hasChromium ? '' : ` 
     await page.locator('#messages .role-user', { hasText: 'second question' }).waitFor();
     await page.locator('#messages .role-assistant', { hasText: 'Echo: second question' }).waitFor();
     expect(await page.locator('#transitions tbody tr').count()).to.be.at.least(5);
+    // The list is read again every 200 ms: its row shows the state once a read after the turn came back.
+    await row.locator('td').nth(2).filter({ hasText: /^ask_user$/ }).waitFor();
     expect(await row.locator('td').nth(2).textContent()).to.equal('ask_user');
 
     await mkdir(OUTPUT_DIR, { recursive: true });
