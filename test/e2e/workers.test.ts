@@ -1,17 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import OpenAI from 'openai';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
 import { freePort } from '../support/mcp-fixtures.js';
 import { createServerSchema, type ServerSchema } from '../support/server-schema.js';
+import { clusterWorkersOf } from '../support/cluster-workers.js';
 import { isProcessAlive, waitFor } from '../support/wait-for.js';
-
-/** The worker processes of a primary: its children (the scripted LLM runs in the test process). */
-function childrenOf(pid: number): number[] {
-  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
-  return children === '' ? [] : children.split(/\s+/).map(Number);
-}
 
 function exitOf(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
@@ -86,12 +80,12 @@ describe('several workers (app.workers)', function () {
     });
 
     it('replaces a worker killed with SIGKILL and keeps answering', async () => {
-      const before = childrenOf(primary.pid!);
+      const before = clusterWorkersOf(primary.pid!);
       expect(before).to.have.length(3);
       process.kill(before[0]!, 'SIGKILL');
       await waitFor(() => /worker \d \(pid \d+\) listening/.test(log), 'a new worker listening', 60_000);
       expect(log).to.match(/exited with signal SIGKILL: starting a new one/);
-      expect(childrenOf(primary.pid!)).to.have.length(3).and.not.include(before[0]);
+      expect(clusterWorkersOf(primary.pid!)).to.have.length(3).and.not.include(before[0]);
       for (let index = 0; index < 6; index += 1) {
         const reply = await client.chat.completions.create({ model: 'svc-agent', messages: [{ role: 'user', content: `after ${index}` }] });
         expect(reply.choices[0]!.message.content).to.equal(`Echo: after ${index}`);
@@ -106,7 +100,7 @@ describe('several workers (app.workers)', function () {
         messages: [{ role: 'user', content: 'one two three four five six' }],
       });
       await llm.waitForRequest((request) => JSON.stringify(request.body.messages).includes('one two three'));
-      const workers = childrenOf(primary.pid!);
+      const workers = clusterWorkersOf(primary.pid!);
       primary.kill('SIGTERM');
       let text = '';
       for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';

@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -8,6 +7,7 @@ import pg from 'pg';
 import { startChild, freePort, type RunningChild } from '../../scripts/bench/child-process.js';
 import { createScratchDatabase, type ScratchDatabase } from '../../scripts/bench/scratch-database.js';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
+import { clusterWorkersOf } from '../support/cluster-workers.js';
 import { isProcessAlive, waitFor } from '../support/wait-for.js';
 import { sendTurn } from './chat-turn.js';
 
@@ -25,25 +25,6 @@ const STOP_BOUND_MS = 20_000;
 
 /** One attempt at a turn, as the client saw it. */
 type Attempt = { sessionId: string; text: string; gotHeaders: boolean; readToDone: boolean; reply: string | null };
-
-/** The workers of the primary: its child processes that node's cluster forked (not, say, tsx's esbuild service). */
-function workerPids(primaryPid: number): number[] {
-  try {
-    // A killed worker stays a zombie until the primary reaps it: only living ones count.
-    return execFileSync('pgrep', ['-P', String(primaryPid)], { encoding: 'utf8' }).trim().split('\n').map(Number).filter(isProcessAlive).filter(isClusterWorker);
-  } catch {
-    return [];
-  }
-}
-
-/** True when the process is a cluster worker: node's cluster gives each one NODE_UNIQUE_ID. */
-function isClusterWorker(pid: number): boolean {
-  try {
-    return readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').some((entry) => entry.startsWith('NODE_UNIQUE_ID='));
-  } catch {
-    return false;
-  }
-}
 
 /** How many client connections to `port` a process holds (Linux: its socket fds matched against /proc/net/tcp). */
 function connectionsOf(pid: number, port: number): number {
@@ -177,10 +158,10 @@ suite(`a worker killed with SIGKILL in the middle of streams${serverUrl ? '' : '
       }),
     );
 
-    const workersBefore = workerPids(primaryPid);
+    const workersBefore = clusterWorkersOf(primaryPid);
     /** Kills the worker with the most connections, so the kill surely breaks requests in flight. */
     const killBusiestWorker = () => {
-      const [victim] = workerPids(primaryPid)
+      const [victim] = clusterWorkersOf(primaryPid)
         .map((pid) => [pid, connectionsOf(pid, port)] as const)
         .sort((a, b) => b[1] - a[1])[0]!;
       process.kill(victim, 'SIGKILL');
@@ -197,8 +178,8 @@ suite(`a worker killed with SIGKILL in the middle of streams${serverUrl ? '' : '
     const brokenOnTurn = (turn: number) => attempts.filter((attempt) => !attempt.readToDone && attempt.text.includes(`:t${turn}>`)).length;
     expect(brokenOnTurn(1), 'the first kill broke first turns in flight').to.be.greaterThan(0);
     expect(brokenOnTurn(1) + brokenOnTurn(2), 'the kills broke streams in flight').to.be.greaterThan(1);
-    const replaced = () => workerPids(primaryPid).filter((pid) => listening.has(pid) && !workersBefore.includes(pid)).length === 2;
-    await waitFor(() => replaced() && workerPids(primaryPid).length === WORKERS, `two replacement workers listening, ${WORKERS} in all`, REQUEST_BOUND_MS);
+    const replaced = () => clusterWorkersOf(primaryPid).filter((pid) => listening.has(pid) && !workersBefore.includes(pid)).length === 2;
+    await waitFor(() => replaced() && clusterWorkersOf(primaryPid).length === WORKERS, `two replacement workers listening, ${WORKERS} in all`, REQUEST_BOUND_MS);
 
     // No session is stuck behind the dead worker's lease.
     await Promise.all(
@@ -210,7 +191,7 @@ suite(`a worker killed with SIGKILL in the middle of streams${serverUrl ? '' : '
       }),
     );
 
-    const workers = workerPids(primaryPid);
+    const workers = clusterWorkersOf(primaryPid);
     process.kill(primaryPid, 'SIGTERM');
     const exited = () => service.process.exitCode !== null || service.process.signalCode !== null;
     await waitFor(exited, 'the primary to exit after SIGTERM', STOP_BOUND_MS);
