@@ -25,32 +25,58 @@ for (const [network, prefix] of [
   ['fe80::', 10],
   ['fec0::', 10],
   ['ff00::', 8],
-  ['64:ff9b::', 96],
+  // Local-use NAT64 (RFC 8215): never a public address. The well-known 64:ff9b::/96 is judged by the IPv4 address it carries.
+  ['64:ff9b:1::', 48],
   ['100::', 64],
 ] as const) {
   blocked.addSubnet(network, prefix, 'ipv6');
 }
 
-/** True for private, loopback, link-local, unspecified, multicast and reserved addresses (IPv4-mapped IPv6 included). */
+/**
+ * True for private, loopback, link-local, unspecified, multicast and reserved addresses. An
+ * IPv6 address that carries an IPv4 address (IPv4-mapped, IPv4-compatible, NAT64, 6to4,
+ * Teredo) is judged by the IPv4 addresses it carries, since the packets reach those.
+ */
 export function isPrivateAddress(address: string): boolean {
   const bare = address.replace(/^\[|\]$/g, '').replace(/%.*$/, '');
   const version = isIP(bare);
   if (version === 4) return blocked.check(bare, 'ipv4');
   if (version !== 6) return true;
-  const mapped = mappedIpv4(bare.toLowerCase());
-  if (mapped) return blocked.check(mapped, 'ipv4');
+  const carried = carriedIpv4(ipv6Groups(bare));
+  if (carried.length > 0) return carried.some((ipv4) => blocked.check(ipv4, 'ipv4'));
   return blocked.check(bare, 'ipv6');
 }
 
-/** The IPv4 address inside `::ffff:a.b.c.d` or `::ffff:hhhh:hhhh`. */
-function mappedIpv4(address: string): string | undefined {
-  const dotted = /^(?:0{0,4}:){0,5}:?ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(address);
-  if (dotted) return dotted[1];
-  const hex = /^(?:0{0,4}:){0,5}:?ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(address);
-  if (!hex) return undefined;
-  const high = parseInt(hex[1]!, 16);
-  const low = parseInt(hex[2]!, 16);
-  return [high >> 8, high & 255, low >> 8, low & 255].join('.');
+/** The eight 16-bit groups of a valid IPv6 address (`::` expanded, a dotted IPv4 tail as two groups). */
+function ipv6Groups(address: string): number[] {
+  const parse = (part: string): number[] =>
+    part === ''
+      ? []
+      : part.split(':').flatMap((group) => {
+          if (!group.includes('.')) return [parseInt(group, 16)];
+          const [a, b, c, d] = group.split('.').map(Number) as [number, number, number, number];
+          return [(a << 8) | b, (c << 8) | d];
+        });
+  const [head = '', tail] = address.toLowerCase().split('::');
+  if (tail === undefined) return parse(head);
+  const [before, after] = [parse(head), parse(tail)];
+  return [...before, ...new Array<number>(8 - before.length - after.length).fill(0), ...after];
+}
+
+/** The IPv4 addresses an IPv6 address carries (none for an ordinary one). */
+function carriedIpv4(groups: number[]): string[] {
+  const dotted = (high: number, low: number) => [high >> 8, high & 255, low >> 8, low & 255].join('.');
+  const [g0, g1, g2, g3, g4, g5, g6, g7] = groups as [number, number, number, number, number, number, number, number];
+  const zeroUpTo = (count: number) => groups.slice(0, count).every((group) => group === 0);
+  // ::ffff:a.b.c.d (mapped) and ::a.b.c.d (compatible, which also covers :: and ::1 as 0.0.0.0/8).
+  if (zeroUpTo(5) && (g5 === 0xffff || g5 === 0)) return [dotted(g6, g7)];
+  // 64:ff9b::a.b.c.d, the well-known NAT64 prefix.
+  if (g0 === 0x64 && g1 === 0xff9b && g2 === 0 && g3 === 0 && g4 === 0 && g5 === 0) return [dotted(g6, g7)];
+  // 2002:AABB:CCDD::/48, 6to4.
+  if (g0 === 0x2002) return [dotted(g1, g2)];
+  // 2001:0::/32, Teredo: the server's address, and the client's with its bits inverted.
+  if (g0 === 0x2001 && g1 === 0) return [dotted(g2, g3), dotted(~g6 & 0xffff, ~g7 & 0xffff)];
+  return [];
 }
 
 /** One resolved address of a target. */

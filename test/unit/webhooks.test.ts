@@ -43,6 +43,40 @@ describe('webhook targets', () => {
     }
   });
 
+  it('judges an IPv6 address that carries an IPv4 address (compatible, NAT64, 6to4, Teredo) by that IPv4 address', () => {
+    const carryingPrivate = [
+      '::7f00:1',
+      '::127.0.0.1',
+      '[::127.0.0.1]',
+      '::a00:1',
+      '0:0:0:0:0:0:7f00:1',
+      '64:ff9b::7f00:1',
+      '64:ff9b::10.0.0.1',
+      '64:ff9b:1::1',
+      '2002:7f00:1::',
+      '2002:a9fe:a9fe::1',
+      '2002:c0a8:101:1::1',
+      // Teredo: the server 192.168.1.1, or the client 127.0.0.1 (its bits inverted: 80ff:fffe).
+      '2001:0:c0a8:101::1',
+      '2001:0:808:808::80ff:fffe',
+    ];
+    for (const address of carryingPrivate) expect(isPrivateAddress(address), address).to.equal(true);
+    for (const address of ['::808:808', '64:ff9b::808:808', '2002:808:808::1', '2001:0:808:808::f7f7:f7f7']) {
+      expect(isPrivateAddress(address), address).to.equal(false);
+    }
+  });
+
+  it('refuses URLs whose IPv6 host carries a private IPv4 address unless private targets are allowed', async () => {
+    for (const raw of ['http://[::7f00:1]/', 'http://[::127.0.0.1]/', 'http://[2002:7f00:1::]/', 'http://[64:ff9b::a9fe:a9fe]/']) {
+      const url = checkTargetUrl(raw, { allowHttp: true, allowPrivateTargets: false });
+      let refused: unknown;
+      await resolveTarget(url, { allowHttp: true, allowPrivateTargets: false }).catch((error: unknown) => (refused = error));
+      expect(refused, raw).to.be.instanceOf(Error);
+      expect((refused as Error).message, raw).to.match(/private, loopback or link-local/);
+      expect(await resolveTarget(url, { allowHttp: true, allowPrivateTargets: true }), raw).to.have.length(1);
+    }
+  });
+
   it('checks the scheme and the resolved addresses', async () => {
     expect(() => checkTargetUrl('http://93.184.215.14/', { allowHttp: false, allowPrivateTargets: false })).to.throw(/https/);
     expect(checkTargetUrl('http://93.184.215.14/', { allowHttp: true, allowPrivateTargets: false }).host).to.equal('93.184.215.14');
