@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { Router, type RequestParamHandler } from 'express';
+import { Router, type RequestParamHandler, type Response } from 'express';
 import { ServiceError } from '../runtime/service-error.js';
 import { WEBHOOK_EVENT_TYPES } from '../runtime/webhook-signature.js';
 import { checkTargetUrl, resolveTarget, WebhookTargetError, type TargetPolicy } from '../runtime/webhook-targets.js';
 import type { WebhookDelivery, WebhookStore, WebhookSubscription } from '../storage/webhook-repository.js';
+import { callerOf } from './api-keys.js';
 import { checkIdentifier } from './chat-request.js';
 
 /** What the webhook routes are built from. */
@@ -17,7 +18,13 @@ export type WebhooksRouterDeps = {
 /** Shortest accepted secret. */
 const MIN_SECRET = 16;
 
-/** `/v1/webhooks`: subscriptions (create, list, read, activate/deactivate, delete), the delivery log and redelivery. */
+/**
+ * `/v1/webhooks`: subscriptions (create, list, read, activate/deactivate, delete), the delivery
+ * log and redelivery. A subscription belongs to the user of the key that made it and hears
+ * only that user's events; for another user's key it does not exist (404). A key bound to no
+ * user is an admin key: its subscriptions hear every user's events, and it sees and manages
+ * every subscription.
+ */
 export function createWebhooksRouter(deps: WebhooksRouterDeps): Router {
   const router = Router();
   router.param('id', checkPathId('id'));
@@ -38,23 +45,26 @@ export function createWebhooksRouter(deps: WebhooksRouterDeps): Router {
       events,
       secret: body.secret,
       active: body.active ?? true,
+      ownerUserId: ownerOf(res) ?? null,
     });
     await deps.onChange();
     res.status(201).json(subscriptionObject(subscription));
   });
 
   router.get('/v1/webhooks', async (_req, res) => {
-    const subscriptions = await deps.store.listSubscriptions();
+    const owner = ownerOf(res);
+    const subscriptions = await deps.store.listSubscriptions(owner === undefined ? {} : { ownerUserId: owner });
     res.json({ object: 'list', data: subscriptions.map(subscriptionObject) });
   });
 
   router.get('/v1/webhooks/:id', async (req, res) => {
-    res.json(subscriptionObject(await found(deps.store, req.params.id)));
+    res.json(subscriptionObject(await found(deps.store, req.params.id, res)));
   });
 
   router.patch('/v1/webhooks/:id', async (req, res) => {
     const body = (req.body ?? {}) as Record<string, unknown>;
     if (typeof body.active !== 'boolean') throw invalid('active must be a boolean.', 'active');
+    await found(deps.store, req.params.id, res);
     const subscription = await deps.store.setActive(req.params.id, body.active);
     if (!subscription) throw notFound(req.params.id);
     await deps.onChange();
@@ -62,13 +72,14 @@ export function createWebhooksRouter(deps: WebhooksRouterDeps): Router {
   });
 
   router.delete('/v1/webhooks/:id', async (req, res) => {
+    await found(deps.store, req.params.id, res);
     if (!(await deps.store.deleteSubscription(req.params.id))) throw notFound(req.params.id);
     await deps.onChange();
     res.json({ id: req.params.id, object: 'webhook.deleted', deleted: true });
   });
 
   router.get('/v1/webhooks/:id/deliveries', async (req, res) => {
-    await found(deps.store, req.params.id);
+    await found(deps.store, req.params.id, res);
     const limit = req.query.limit === undefined ? 20 : Number(req.query.limit);
     if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw invalid('limit must be an integer from 1 to 100.', 'limit');
     const after = typeof req.query.after === 'string' && req.query.after !== '' ? checkIdentifier(req.query.after, 'after') : undefined;
@@ -78,7 +89,7 @@ export function createWebhooksRouter(deps: WebhooksRouterDeps): Router {
   });
 
   router.post('/v1/webhooks/:id/deliveries/:deliveryId/redeliver', async (req, res) => {
-    await found(deps.store, req.params.id);
+    await found(deps.store, req.params.id, res);
     const delivery = await deps.store.requeue(req.params.id, req.params.deliveryId);
     if (!delivery) throw new ServiceError('NOT_FOUND', `No delivery found with id '${req.params.deliveryId}'.`, { param: 'delivery_id' });
     res.status(202).json(deliveryObject(delivery));
@@ -95,6 +106,8 @@ function subscriptionObject(subscription: WebhookSubscription) {
     url: subscription.url,
     events: subscription.events,
     active: subscription.active,
+    // Whose events it hears; null: every user's (made with an admin key).
+    user_id: subscription.ownerUserId,
     created_at: Math.floor(subscription.createdAt.getTime() / 1000),
   };
 }
@@ -140,9 +153,16 @@ function checkEvents(value: unknown): string[] {
   return [...new Set(value as string[])];
 }
 
-async function found(store: WebhookStore, id: string): Promise<WebhookSubscription> {
+/** The user a request's key is bound to; undefined for an admin key (bound to no user). */
+function ownerOf(res: Response): string | undefined {
+  return callerOf(res)?.userId;
+}
+
+/** The subscription, if the caller may see it: its owner's key or an admin key. */
+async function found(store: WebhookStore, id: string, res: Response): Promise<WebhookSubscription> {
   const subscription = await store.getSubscription(id);
-  if (!subscription) throw notFound(id);
+  const owner = ownerOf(res);
+  if (!subscription || (owner !== undefined && subscription.ownerUserId !== owner)) throw notFound(id);
   return subscription;
 }
 

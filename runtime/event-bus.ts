@@ -7,8 +7,8 @@ export type RuntimeEvents = {
   'session:deleted': { sessionId: string; userId: string };
   'turn:completed': { sessionId: string; userId: string; durationMs: number; outcome: 'ok' | 'llm_error' | 'cancelled' };
   'llm:reply': { sessionId: string; durationMs: number; finishReason: string; toolCalls: number };
-  'llm:error': { sessionId: string; durationMs: number; message: string };
-  'tool:call': { sessionId: string; tool: string; server: string; durationMs: number; outcome: 'ok' | 'error' };
+  'llm:error': { sessionId: string; userId: string; durationMs: number; message: string };
+  'tool:call': { sessionId: string; userId: string; tool: string; server: string; durationMs: number; outcome: 'ok' | 'error' };
   'memory:written': { sessionId: string; userId: string; entries: number; kind: 'conversation' | 'long_term' };
   'storage:error': { operation: string; error: Error; attempt: number; willRetry: boolean };
   'oauth:connected': { userId: string; provider: string };

@@ -129,6 +129,7 @@ class Registry implements McpRegistry {
     const finish = (content: string, isError: boolean): ToolCallResult => {
       this.options.events.emit('tool:call', {
         sessionId: scope.sessionId,
+        userId: scope.userId,
         tool,
         server: server.name,
         durationMs: performance.now() - started,

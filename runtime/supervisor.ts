@@ -640,7 +640,7 @@ export class Supervisor {
       return { ...reply, toolCalls: [] };
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
-      this.deps.events.emit('llm:error', { sessionId: input.sessionId, durationMs: performance.now() - started, message });
+      this.deps.events.emit('llm:error', { sessionId: input.sessionId, userId: turn.userId, durationMs: performance.now() - started, message });
       throw error;
     }
   }

@@ -28,7 +28,8 @@ export type WebhookSettings = {
 export type WebhookDispatcherDeps = { events: EventBus; store: WebhookStore; writer: DurableWriter; logger: Logger; settings: WebhookSettings };
 
 /** The runtime event turned into a webhook event (before it is signed per subscription). */
-type MappedEvent = { event: WebhookEventType; agentId: string | null; data: Record<string, unknown> };
+/** An event as webhooks send it, and the user it is about (null: no user's, e.g. a database error). */
+type MappedEvent = { event: WebhookEventType; agentId: string | null; userId: string | null; data: Record<string, unknown> };
 
 /** The DurableWriter key of outbox writes (one key: enqueue order is event order). */
 const WRITER_KEY = 'webhooks';
@@ -92,11 +93,12 @@ export class WebhookDispatcher {
     this.stopped = false;
     const { events } = this.deps;
     this.unsubscribe.push(
-      events.on('session:created', (e) => this.publish({ event: 'agent.created', agentId: e.sessionId, data: { user_id: e.userId } })),
+      events.on('session:created', (e) => this.publish({ event: 'agent.created', agentId: e.sessionId, userId: e.userId, data: { user_id: e.userId } })),
       events.on('session:state_changed', (e) =>
         this.publish({
           event: 'agent.state_changed',
           agentId: e.sessionId,
+          userId: e.userId,
           data: { previous_state: e.from, current_state: e.to, transition_reason: e.reason },
         }),
       ),
@@ -104,20 +106,21 @@ export class WebhookDispatcher {
         this.publish({
           event: 'tool.executed',
           agentId: e.sessionId,
+          userId: e.userId,
           data: { tool: e.tool, server: e.server, duration_ms: Math.round(e.durationMs), outcome: e.outcome },
         });
         if (e.outcome === 'error') {
-          this.publish({ event: 'error.occurred', agentId: e.sessionId, data: { source: 'tool', message: `The tool ${e.tool} failed.`, tool: e.tool } });
+          this.publish({ event: 'error.occurred', agentId: e.sessionId, userId: e.userId, data: { source: 'tool', message: `The tool ${e.tool} failed.`, tool: e.tool } });
         }
       }),
       events.on('memory:written', (e) => {
-        if (e.kind === 'long_term') this.publish({ event: 'memory.consolidated', agentId: e.sessionId, data: { entries: e.entries } });
+        if (e.kind === 'long_term') this.publish({ event: 'memory.consolidated', agentId: e.sessionId, userId: e.userId, data: { entries: e.entries } });
       }),
-      events.on('llm:error', (e) => this.publish({ event: 'error.occurred', agentId: e.sessionId, data: { source: 'llm', message: e.message } })),
+      events.on('llm:error', (e) => this.publish({ event: 'error.occurred', agentId: e.sessionId, userId: e.userId, data: { source: 'llm', message: e.message } })),
       events.on('storage:error', (e) => {
         // The first failure and the final one of an operation; never our own writes.
         if (e.operation.startsWith(OPERATION_PREFIX) || (e.attempt > 1 && e.willRetry)) return;
-        this.publish({ event: 'error.occurred', agentId: null, data: { source: 'storage', message: e.error.message, operation: e.operation } });
+        this.publish({ event: 'error.occurred', agentId: null, userId: null, data: { source: 'storage', message: e.error.message, operation: e.operation } });
       }),
     );
     this.schedule(0);
@@ -144,9 +147,16 @@ export class WebhookDispatcher {
     clearTimeout(cutOff);
   }
 
-  /** Signs the event for each listening subscription and queues the outbox insert; never awaits. */
+  /**
+   * Signs the event for each listening subscription and queues the outbox insert; never awaits.
+   * A subscription hears the events of its owner only; an admin one (no owner) hears all.
+   */
   private publish(mapped: MappedEvent): void {
-    const listening = this.subscriptions.filter((subscription) => subscription.events.includes(mapped.event) || subscription.events.includes('*'));
+    const listening = this.subscriptions.filter(
+      (subscription) =>
+        (subscription.events.includes(mapped.event) || subscription.events.includes('*')) &&
+        (subscription.ownerUserId === null || subscription.ownerUserId === mapped.userId),
+    );
     if (listening.length === 0) return;
     const payload: UnsignedWebhookPayload = { event: mapped.event, timestamp: new Date().toISOString(), agent_id: mapped.agentId, data: mapped.data };
     const rows: NewWebhookDelivery[] = listening.map((subscription) => ({

@@ -99,6 +99,8 @@ export type WebhookSubscriptionsTable = {
   events: ColumnType<string[], string, string>;
   secret: string;
   active: ColumnType<boolean, boolean | undefined, boolean>;
+  /** The user whose events it receives; null: every user's (made with an admin key). */
+  owner_user_id: ColumnType<string | null, string | null | undefined, never>;
   created_at: CreatedTimestamp;
   updated_at: CreatedTimestamp;
 };

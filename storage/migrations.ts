@@ -182,6 +182,13 @@ export const coreMigrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0007_webhook_owners': {
+    async up(db: Kysely<any>) {
+      // The user whose events a subscription receives; null (every subscription made before
+      // owners existed, and those made with an admin key) receives every user's events.
+      await db.schema.alterTable('webhook_subscriptions').addColumn('owner_user_id', 'varchar(255)').execute();
+    },
+  },
 };
 
 /**

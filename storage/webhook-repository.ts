@@ -8,6 +8,8 @@ export type WebhookSubscription = {
   events: string[];
   secret: string;
   active: boolean;
+  /** The user whose events it receives; null: every user's (an admin subscription). */
+  ownerUserId: string | null;
   createdAt: Date;
   updatedAt: Date;
 };
@@ -46,8 +48,10 @@ export type WebhookAttemptFailure = { attempts: number; failed: boolean; retryAf
  * written only while that process still holds the claim.
  */
 export type WebhookStore = {
-  createSubscription(input: { id: string; url: string; events: string[]; secret: string; active: boolean }): Promise<WebhookSubscription>;
-  listSubscriptions(): Promise<WebhookSubscription[]>;
+  /** `ownerUserId` absent or null: an admin subscription, which receives every user's events. */
+  createSubscription(input: { id: string; url: string; events: string[]; secret: string; active: boolean; ownerUserId?: string | null }): Promise<WebhookSubscription>;
+  /** Every subscription, or (with `ownerUserId`) that user's only. */
+  listSubscriptions(options?: { ownerUserId?: string }): Promise<WebhookSubscription[]>;
   getSubscription(id: string): Promise<WebhookSubscription | undefined>;
   setActive(id: string, active: boolean): Promise<WebhookSubscription | undefined>;
   deleteSubscription(id: string): Promise<boolean>;
@@ -82,14 +86,16 @@ export function createWebhookRepository(db: Kysely<DatabaseSchema>): WebhookStor
     async createSubscription(input) {
       const row = await db
         .insertInto('webhook_subscriptions')
-        .values({ id: input.id, url: input.url, events: JSON.stringify(input.events), secret: input.secret, active: input.active })
+        .values({ id: input.id, url: input.url, events: JSON.stringify(input.events), secret: input.secret, active: input.active, owner_user_id: input.ownerUserId ?? null })
         .returningAll()
         .executeTakeFirstOrThrow();
       return toSubscription(row);
     },
 
-    async listSubscriptions() {
-      const rows = await db.selectFrom('webhook_subscriptions').selectAll().orderBy('created_at', 'desc').orderBy('id').execute();
+    async listSubscriptions(options = {}) {
+      let query = db.selectFrom('webhook_subscriptions').selectAll();
+      if (options.ownerUserId !== undefined) query = query.where('owner_user_id', '=', options.ownerUserId);
+      const rows = await query.orderBy('created_at', 'desc').orderBy('id').execute();
       return rows.map(toSubscription);
     },
 
@@ -251,6 +257,7 @@ function toSubscription(row: Selectable<WebhookSubscriptionsTable>): WebhookSubs
     events: typeof row.events === 'string' ? (JSON.parse(row.events) as string[]) : row.events,
     secret: row.secret,
     active: row.active,
+    ownerUserId: row.owner_user_id,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };

@@ -230,4 +230,97 @@ describe('Webhooks', function () {
       expect(on.json.active).to.equal(true);
     });
   });
+
+  describe('ownership (keys bound to users, and an admin key)', () => {
+    const keys = { alice: 'sk-alice-owner', bob: 'sk-bob-owner', admin: 'sk-admin-owner' } as const;
+    type Who = keyof typeof keys;
+    const receivers = { alice: new WebhookReceiver(SECRET), bob: new WebhookReceiver(SECRET), admin: new WebhookReceiver(SECRET) };
+    const ids = {} as Record<Who, string>;
+    let harness: TestService;
+
+    async function as(who: Who, method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
+      const response = await fetch(`${harness.baseURL}${path}`, {
+        method,
+        headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${keys[who]}` },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const text = await response.text();
+      return { status: response.status, json: text ? JSON.parse(text) : undefined };
+    }
+
+    before(async () => {
+      for (const receiver of Object.values(receivers)) await receiver.start();
+      harness = await startTestService({
+        env: {
+          API_KEYS: `${keys.alice}:alice,${keys.bob}:bob,${keys.admin}`,
+          WEBHOOKS_ALLOW_HTTP: 'true',
+          WEBHOOKS_ALLOW_PRIVATE_TARGETS: 'true',
+          WEBHOOKS_POLL_MS: '20',
+        },
+      });
+      for (const who of ['alice', 'bob', 'admin'] as const) {
+        const created = await as(who, 'POST', '/webhooks', { url: `http://127.0.0.1:${receivers[who].port}/hook`, events: ['*'], secret: SECRET });
+        expect(created.status).to.equal(201);
+        ids[who] = created.json.id;
+      }
+    });
+    after(async () => {
+      await harness?.close();
+      for (const receiver of Object.values(receivers)) await receiver.stop();
+    });
+
+    it("belongs to the user of the key that made it: another user's key can neither list, read, change, delete nor redeliver it", async () => {
+      expect((await as('alice', 'GET', `/webhooks/${ids.alice}`)).json.user_id).to.equal('alice');
+      expect((await as('bob', 'GET', '/webhooks')).json.data.map((entry: { id: string }) => entry.id)).to.deep.equal([ids.bob]);
+      const alices = `/webhooks/${ids.alice}`;
+      for (const [method, path, body] of [
+        ['GET', alices],
+        ['PATCH', alices, { active: false }],
+        ['DELETE', alices],
+        ['GET', `${alices}/deliveries`],
+        ['POST', `${alices}/deliveries/whd_x/redeliver`],
+      ] as Array<[string, string, unknown?]>) {
+        const answer = await as('bob', method, path, body);
+        expect(answer.status, `${method} ${path}`).to.equal(404);
+        expect(answer.json.error.type, `${method} ${path}`).to.equal('not_found_error');
+      }
+      const still = await as('alice', 'GET', alices);
+      expect(still.json).to.include({ id: ids.alice, active: true, user_id: 'alice' });
+    });
+
+    it('lets an admin key (bound to no user) see and manage every subscription; its own hear every user', async () => {
+      const listed = (await as('admin', 'GET', '/webhooks')).json.data as Array<{ id: string; user_id: string | null }>;
+      expect(Object.fromEntries(listed.map((entry) => [entry.id, entry.user_id]))).to.deep.equal({ [ids.alice]: 'alice', [ids.bob]: 'bob', [ids.admin]: null });
+      expect((await as('admin', 'GET', `/webhooks/${ids.bob}/deliveries`)).status).to.equal(200);
+    });
+
+    it("sends a user's events to that user's subscriptions and admin ones, never to another user's", async () => {
+      const chat = async (who: 'alice' | 'bob', sessionId: string) => {
+        const response = await fetch(`${harness.baseURL}/chat/completions`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json', 'X-Session-ID': sessionId, Authorization: `Bearer ${keys[who]}` },
+          body: JSON.stringify({ messages: [{ role: 'user', content: `hello from ${who} [[error:503]]` }] }),
+        });
+        expect(response.status).to.equal(200);
+        await response.json();
+      };
+      const aliceSession = `owned-alice-${Date.now()}`;
+      const bobSession = `owned-bob-${Date.now()}`;
+      // Alice's turn first: by the time bob's events are in the outbox, alice's are too (they are queued in order).
+      await chat('alice', aliceSession);
+      await chat('bob', bobSession);
+      const agentsHeard = (who: Who) => new Set(receivers[who].acknowledged.map((entry) => entry.payload.agent_id));
+      await waitFor(() => agentsHeard('bob').has(bobSession) && agentsHeard('alice').has(aliceSession), 'each user hearing their own session');
+      await waitFor(() => agentsHeard('admin').has(bobSession) && agentsHeard('admin').has(aliceSession), 'the admin subscription hearing both');
+      const outboxOf = async (who: Who) => ((await as('admin', 'GET', `/webhooks/${ids[who]}/deliveries?limit=100`)).json.data as Array<{ agent_id: string | null; event: string }>).map((entry) => entry.agent_id);
+      expect(await outboxOf('bob')).to.include(bobSession).and.not.include(aliceSession);
+      expect(await outboxOf('alice')).to.include(aliceSession).and.not.include(bobSession);
+      expect([...agentsHeard('bob')]).not.to.include(aliceSession);
+      expect([...agentsHeard('alice')]).not.to.include(bobSession);
+      // The failed LLM call's error.occurred is the user's too.
+      const errors = (who: Who) => receivers[who].acknowledged.filter((entry) => entry.payload.event === 'error.occurred').map((entry) => entry.payload.agent_id);
+      await waitFor(() => errors('bob').includes(bobSession), "bob hearing his session's error");
+      expect(errors('bob')).not.to.include(aliceSession);
+    });
+  });
 });

@@ -23,7 +23,7 @@ describe('ServiceMetrics', () => {
     return parsePrometheusText(await of.registry.metrics());
   }
 
-  const toolCall = (server: string, outcome: 'ok' | 'error') => events.emit('tool:call', { sessionId: 's1', tool: 'echo', server, durationMs: 5, outcome });
+  const toolCall = (server: string, outcome: 'ok' | 'error') => events.emit('tool:call', { sessionId: 's1', userId: 'u1', tool: 'echo', server, durationMs: 5, outcome });
   const storageError = (willRetry: boolean) => events.emit('storage:error', { operation: 'store the reply', error: new Error('down'), attempt: 1, willRetry });
 
   it('counts tool calls by server and outcome', async () => {
@@ -48,7 +48,7 @@ describe('ServiceMetrics', () => {
 
   it('observes LLM call durations in seconds', async () => {
     events.emit('llm:reply', { sessionId: 's1', durationMs: 1500, finishReason: 'stop', toolCalls: 0 });
-    events.emit('llm:error', { sessionId: 's1', durationMs: 250, message: 'HTTP 503' });
+    events.emit('llm:error', { sessionId: 's1', userId: 'u1', durationMs: 250, message: 'HTTP 503' });
     const samples = await scrape();
     expect(sampleValue(samples, 'llm_request_duration_seconds_sum', { outcome: 'ok' })).to.equal(1.5);
     expect(sampleValue(samples, 'llm_request_duration_seconds_bucket', { outcome: 'ok', le: '1' })).to.equal(0);
