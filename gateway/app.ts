@@ -7,6 +7,7 @@ import type { ApiKeyGuard } from './api-keys.js';
 import { createChatRoute, type ChatRouteDeps } from './chat-route.js';
 import { createErrorHandler, notFoundHandler } from './error-handler.js';
 import { createHealthRoute } from './health-route.js';
+import { loopbackOnly } from './loopback-only.js';
 import { createMetricsRoute } from './metrics-route.js';
 import { createModelsRouter } from './models-route.js';
 import { createRequestLogging } from './request-logging.js';
@@ -49,6 +50,12 @@ export function createApp(deps: AppDeps): Express {
   app.use(createRequestLogging(deps.logger));
   // Before the key check and the body parser: the requests they refuse are counted too.
   if (deps.metrics) app.use(createRequestMetrics(deps.metrics));
+  // Without API keys nothing tells users apart: every user's transcripts and live events
+  // (/inspect) and the metrics stay on this machine.
+  if (!deps.apiKeys.enabled) {
+    app.use('/inspect', loopbackOnly('The inspector (/inspect)'));
+    app.use('/metrics', loopbackOnly('/metrics'));
+  }
   // Before the key check: a browser cannot send a key when it loads a page.
   app.use(deps.inspectRouter);
   // Before the body is read: an unauthenticated request costs no parsing.

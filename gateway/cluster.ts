@@ -2,7 +2,9 @@ import cluster, { type Worker } from 'node:cluster';
 import type { Logger } from 'winston';
 import type { AppConfig } from '../config/load-config.js';
 import { createDatabase, migrateToLatest } from '../storage/index.js';
+import { parseApiKeys } from './api-keys.js';
 import { servePrimary, type RpcHandler } from './cluster-rpc.js';
+import { startLine } from './start-line.js';
 
 /** Restarts allowed in `RESTART_WINDOW_MS` before the next one waits `RESTART_PAUSE_MS`. */
 const RESTART_BURST = 5;
@@ -40,12 +42,13 @@ export async function runPrimary(config: AppConfig, logger: Logger, options: Pri
   const fork = (index: number) => {
     const worker = cluster.fork({ SVC_WORKER_INDEX: String(index) });
     started.add(worker);
-    worker.once('listening', () => {
+    worker.once('listening', (bound) => {
       ready.add(worker);
       if (up) logger.info(`worker ${index} (pid ${worker.process.pid}) listening`);
       else if (ready.size === wanted) {
         up = true;
-        logger.info(`${wanted} workers listening on port ${config.app.port}`);
+        const localMode = parseApiKeys(config.auth.api_keys).length === 0;
+        logger.info(startLine({ bound, workers: wanted, localMode, llmBaseUrl: config.llm.base_url, database: 'pg' }));
       }
     });
     worker.once('exit', (code, signal) => {

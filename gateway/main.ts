@@ -1,9 +1,13 @@
 import cluster from 'node:cluster';
+import type { AddressInfo } from 'node:net';
 import { ConfigError, loadConfig, type AppConfig } from '../config/load-config.js';
+import { parseApiKeys } from './api-keys.js';
 import { runPrimary } from './cluster.js';
 import { createLogger } from './logger.js';
 import { metricsHandlers } from './metrics-route.js';
+import { DataDirInUseError } from '../storage/index.js';
 import { startService } from './service.js';
+import { startLine } from './start-line.js';
 import { limitHandlers } from './usage-limits.js';
 
 /**
@@ -43,6 +47,10 @@ async function serve(config: AppConfig): Promise<void> {
       logger.error(`Configuration error: ${error.message}`);
       process.exit(78);
     }
+    if (error instanceof DataDirInUseError) {
+      logger.error(`start-up refused: ${error.message}`);
+      process.exit(1);
+    }
     logger.error(`start-up failed: ${error.message}`, { stack: error.stack });
     process.exit(1);
   });
@@ -78,7 +86,15 @@ async function serve(config: AppConfig): Promise<void> {
 
   const service = await starting;
   if (!worker) {
-    logger.info(`svc-agent listening on ${service.url} (OpenAI base URL ${service.url}/v1), LLM server ${config.llm.base_url}, database ${service.database.kind}`);
+    logger.info(
+      startLine({
+        bound: service.server.address() as AddressInfo,
+        workers: 1,
+        localMode: parseApiKeys(config.auth.api_keys).length === 0,
+        llmBaseUrl: config.llm.base_url,
+        database: service.database.kind,
+      }),
+    );
   }
 }
 

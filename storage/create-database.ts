@@ -1,11 +1,11 @@
-import { mkdir } from 'node:fs/promises';
-import { dirname, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { vector as vectorExtension } from '@electric-sql/pglite-pgvector';
 import { Kysely, PGliteDialect, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { registerTypes } from 'pgvector/pg';
 import { AutoAnalyze } from './auto-analyze.js';
+import { lockDataDir } from './data-dir-lock.js';
 import type { DatabaseSchema } from './database-schema.js';
 
 /** An open database: the Kysely instance and what it runs on. */
@@ -93,14 +93,20 @@ async function prepareVectorClient(client: pg.ClientBase): Promise<void> {
 
 async function openEmbedded(options: CreateDatabaseOptions): Promise<Database> {
   const dataDir = isUrlLike(options.dataDir) ? options.dataDir : resolve(options.dataDir);
-  // PGlite creates its data folder but not the folders above it.
-  if (!isUrlLike(dataDir)) await mkdir(dirname(dataDir), { recursive: true });
-  const pglite = await PGlite.create(dataDir, {
-    ...(options.vector ? { extensions: { vector: vectorExtension } } : {}),
-    // PGlite refuses to load a dump over an existing data folder.
-    ...(options.pgliteTemplate && dataDir.startsWith('memory://') ? { loadDataDir: options.pgliteTemplate } : {}),
-  });
-  if (options.vector) await pglite.query(`select ${ITERATIVE_SCAN}`);
+  // One process per data folder, taken before PGlite touches it.
+  const unlock = isUrlLike(dataDir) ? async () => {} : await lockDataDir(dataDir);
+  let pglite: PGlite;
+  try {
+    pglite = await PGlite.create(dataDir, {
+      ...(options.vector ? { extensions: { vector: vectorExtension } } : {}),
+      // PGlite refuses to load a dump over an existing data folder.
+      ...(options.pgliteTemplate && dataDir.startsWith('memory://') ? { loadDataDir: options.pgliteTemplate } : {}),
+    });
+    if (options.vector) await pglite.query(`select ${ITERATIVE_SCAN}`);
+  } catch (error) {
+    await unlock();
+    throw error;
+  }
   const db = new Kysely<DatabaseSchema>({ dialect: new PGliteDialect({ pglite }) });
   const autoAnalyze = new AutoAnalyze(db, options.onMaintenanceError ?? (() => {}));
   return {
@@ -113,6 +119,7 @@ async function openEmbedded(options: CreateDatabaseOptions): Promise<Database> {
       await db.destroy();
       // Kysely closes PGlite only when it ran a query through it.
       if (!pglite.closed) await pglite.close();
+      await unlock();
     },
   };
 }

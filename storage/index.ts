@@ -12,6 +12,7 @@ import { createSessionRepository } from './session-repository.js';
 import { createTokenRepository } from './token-repository.js';
 
 export { createDatabase, redactPassword } from './create-database.js';
+export { DataDirInUseError } from './data-dir-lock.js';
 export type { CreateDatabaseOptions, Database } from './create-database.js';
 export { MEMORY_MIGRATION_TABLE, migrateToLatest } from './migrate.js';
 export type { MigrateOptions, MigrationSummary } from './migrate.js';

@@ -1,9 +1,12 @@
-import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import { sql } from 'kysely';
-import { createDatabase, createStores, migrateToLatest } from '../../storage/index.js';
+import { LOCK_FILE } from '../../storage/data-dir-lock.js';
+import { createDatabase, createStores, DataDirInUseError, migrateToLatest } from '../../storage/index.js';
 
 describe('createDatabase', () => {
   describe('without a url', () => {
@@ -32,6 +35,51 @@ describe('createDatabase', () => {
       } finally {
         await second.close();
       }
+    });
+
+    it('refuses a second opening of the same data folder while the first is open, naming the folder and the process', async () => {
+      const dataDir = join(folder, 'locked');
+      const first = await createDatabase({ dataDir, vector: false });
+      try {
+        let refused: unknown;
+        await createDatabase({ dataDir, vector: false }).catch((error: unknown) => (refused = error));
+        expect(refused).to.be.instanceOf(DataDirInUseError);
+        // The lock is this process's, so the message names this pid.
+        expect((refused as Error).message).to.include(dataDir).and.include(`pid ${process.pid}`);
+        expect((await readFile(join(dataDir, LOCK_FILE), 'utf8')).split('\n')[0]).to.equal(String(process.pid));
+        // The first opening goes on working.
+        expect((await sql<{ one: number }>`select 1 as one`.execute(first.db)).rows).to.deep.equal([{ one: 1 }]);
+      } finally {
+        await first.close();
+      }
+      expect(existsSync(join(dataDir, LOCK_FILE)), 'the lock is given back on close').to.equal(false);
+      const again = await createDatabase({ dataDir, vector: false });
+      await again.close();
+    });
+
+    it('takes over the lock of a process that is gone', async () => {
+      const dataDir = join(folder, 'stale');
+      const gone = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' });
+      await mkdir(dataDir, { recursive: true });
+      await writeFile(join(dataDir, LOCK_FILE), `${gone.stdout}\nleft-behind\n`);
+      const database = await createDatabase({ dataDir, vector: false });
+      try {
+        expect((await readFile(join(dataDir, LOCK_FILE), 'utf8')).split('\n')[0]).to.equal(String(process.pid));
+      } finally {
+        await database.close();
+      }
+    });
+
+    it('refuses a folder held by another living process', async () => {
+      const dataDir = join(folder, 'held');
+      await mkdir(dataDir, { recursive: true });
+      // This test's parent process stands in for a service that has the folder open.
+      await writeFile(join(dataDir, LOCK_FILE), `${process.ppid}\nanother-service\n`);
+      let refused: unknown;
+      await createDatabase({ dataDir, vector: false }).catch((error: unknown) => (refused = error));
+      expect(refused).to.be.instanceOf(DataDirInUseError);
+      expect((refused as Error).message).to.include(`pid ${process.ppid}`);
+      expect(await readFile(join(dataDir, LOCK_FILE), 'utf8')).to.equal(`${process.ppid}\nanother-service\n`);
     });
   });
 
