@@ -84,6 +84,7 @@ export type ConfigValues = {
     redirect_url: string;
     token_key: string;
     state_ttl_ms: number;
+    login_link_ttl_ms: number;
     refresh_margin_ms: number;
     allow_insecure: boolean;
   };
@@ -252,6 +253,12 @@ export const configSchema: convict.Schema<ConfigValues> = {
       sensitive: true,
     },
     state_ttl_ms: { doc: 'How long a login may take, in ms.', format: 'positive-int', default: 600_000, env: 'OAUTH_STATE_TTL_MS' },
+    login_link_ttl_ms: {
+      doc: 'How long the signed login link in a tool_auth_required error starts a login, in ms. With API keys set, /auth/idp/login needs such a link or the user\'s key.',
+      format: 'positive-int',
+      default: 600_000,
+      env: 'OAUTH_LOGIN_LINK_TTL_MS',
+    },
     refresh_margin_ms: { doc: 'Tokens are refreshed this long before they expire, in ms.', format: 'positive-int', default: 60_000, env: 'OAUTH_REFRESH_MARGIN_MS' },
     allow_insecure: { doc: 'Allow an http:// issuer (development and tests only).', format: Boolean, default: false, env: 'OAUTH_ALLOW_INSECURE' },
   },

@@ -61,8 +61,10 @@ export function createApiKeyGuard(apiKeys: string): ApiKeyGuard {
   };
 
   const authenticate: RequestHandler = (req, res, next) => {
-    if (!enabled || BROWSER_ROUTES.test(req.path)) return next();
+    if (!enabled) return next();
     const presented = bearerToken(req.get('authorization'));
+    // A browser sends no key: its login is checked by the route (signed link) and its callback by state and cookie.
+    if (presented === undefined && BROWSER_ROUTES.test(req.path)) return next();
     if (presented === undefined) {
       throw new ServiceError('MISSING_API_KEY', 'You did not provide an API key. Send it in the Authorization header: Authorization: Bearer <API_KEY>.');
     }

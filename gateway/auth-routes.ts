@@ -13,11 +13,12 @@ import {
   ResponseBodyError,
 } from 'openid-client';
 import type { TokenEndpointResponse } from 'openid-client';
+import type { LoginLinkSigner } from '../runtime/login-links.js';
 import type { OidcConfigurationSource } from '../runtime/oidc-client.js';
 import type { OAuthStateStore } from '../runtime/ports.js';
 import { ServiceError } from '../runtime/service-error.js';
 import type { TokenVault } from '../runtime/token-vault.js';
-import { actingUser } from './api-keys.js';
+import { actingUser, callerOf } from './api-keys.js';
 import { checkIdentifier, MAX_ID_LENGTH } from './chat-request.js';
 
 /** How the OAuth routes talk to the provider and the browser. */
@@ -44,6 +45,12 @@ export type AuthRouterDeps = {
   states: OAuthStateStore;
   oidc: OidcConfigurationSource;
   settings: AuthRouterSettings;
+  /**
+   * Set when API keys are: a login then starts only for a caller who proves to be its user,
+   * with the user's key (an unbound key may act for anyone) or a link these signed for that
+   * user (the one in a tool_auth_required error). Absent (local mode): anyone names the user.
+   */
+  loginLinks?: LoginLinkSigner;
 };
 
 const DEFAULT_AUTHORIZATION_PARAMS = { prompt: 'consent', access_type: 'offline' };
@@ -73,6 +80,8 @@ export function createAuthRouter(deps: AuthRouterDeps): Router {
 
   router.get(`${base}/login`, async (req, res) => {
     const userId = requireUserId(req, res);
+    // Checked before anything is stored or the provider is asked.
+    if (deps.loginLinks && !callerOf(res)) checkLoginLink(req, userId, deps.loginLinks);
     const config = await oidc();
     const state = randomState();
     const nonce = wantsIdToken ? randomNonce() : null;
@@ -183,6 +192,25 @@ function requireUserId(req: Request, res: Response): string {
   const fromQuery = singleQueryValue(req, 'user_id');
   if (fromQuery === undefined) throw new ServiceError('INVALID_REQUEST', 'user_id is required (query parameter user_id or header X-User-ID)', { param: 'user_id' });
   return checkUserId(fromQuery, 'user_id');
+}
+
+/**
+ * Refuses a login that neither a key nor a valid signed link vouches for: whoever completed
+ * it would connect their own provider account to the named user.
+ */
+function checkLoginLink(req: Request, userId: string, links: LoginLinkSigner): void {
+  const expires = singleQueryValue(req, 'expires');
+  const sig = singleQueryValue(req, 'sig');
+  if (expires === undefined || sig === undefined) {
+    throw new ServiceError(
+      'UNAUTHORIZED',
+      'Starting a login needs the signed link from the tool_auth_required error (with expires and sig), or the API key of the user (Authorization: Bearer <key>).',
+      { param: 'sig' },
+    );
+  }
+  if (!/^\d{1,15}$/.test(expires) || !links.verify(userId, Number(expires), sig)) {
+    throw new ServiceError('FORBIDDEN', 'This login link is not valid for this user or has expired: get a new one by using the tool again.', { param: 'sig' });
+  }
 }
 
 /** The bound user of the caller's key, after checking that the request names no other user. */

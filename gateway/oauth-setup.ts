@@ -4,7 +4,8 @@ import type { AppConfig } from '../config/load-config.js';
 import type { EventBus } from '../runtime/event-bus.js';
 import { createOidcConfigurationSource } from '../runtime/oidc-client.js';
 import type { OAuthStateStore, TokenStore } from '../runtime/ports.js';
-import { createTokenCipher } from '../runtime/token-cipher.js';
+import { createLoginLinkSigner } from '../runtime/login-links.js';
+import { createTokenCipher, parseTokenKey } from '../runtime/token-cipher.js';
 import { createTokenVault } from '../runtime/token-vault.js';
 import type { TokenVault } from '../runtime/token-vault.js';
 import { createAuthDisabledRouter, createAuthRouter } from './auth-routes.js';
@@ -24,6 +25,8 @@ export type OAuthSetupOptions = {
   tokens: TokenStore;
   states: OAuthStateStore;
   events?: EventBus;
+  /** API keys are set: a login must prove its user (a signed link or the user's key). */
+  requireLoginProof: boolean;
 };
 
 /**
@@ -43,12 +46,14 @@ export function createOAuthSetup(options: OAuthSetupOptions): OAuthSetup {
     throw new ConfigError('oauth.issuer_url (OAUTH_ISSUER_URL): an http:// issuer needs oauth.allow_insecure (OAUTH_ALLOW_INSECURE=true), for development only');
   }
   if (oauth.client_id.trim() === '') throw new ConfigError('oauth.client_id (OAUTH_CLIENT_ID): required when oauth.issuer_url is set');
-  let cipher;
+  let tokenKey: Buffer;
   try {
-    cipher = createTokenCipher(oauth.token_key);
+    tokenKey = parseTokenKey(oauth.token_key);
   } catch (error) {
     throw new ConfigError(error instanceof Error ? error.message : String(error));
   }
+  const cipher = createTokenCipher(tokenKey);
+  const loginLinks = createLoginLinkSigner(tokenKey, oauth.login_link_ttl_ms);
 
   const oidc = createOidcConfigurationSource({
     issuerUrl,
@@ -63,11 +68,13 @@ export function createOAuthSetup(options: OAuthSetupOptions): OAuthSetup {
     refreshMarginMs: oauth.refresh_margin_ms,
     publicUrl: options.publicUrl,
     events: options.events,
+    loginLinks,
   });
   const router = createAuthRouter({
     vault,
     states: options.states,
     oidc,
+    loginLinks: options.requireLoginProof ? loginLinks : undefined,
     settings: { redirectUrl: oauth.redirect_url, scopes: oauth.scopes, stateTtlMs: oauth.state_ttl_ms, publicUrl: options.publicUrl },
   });
   return { router, vault };

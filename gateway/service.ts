@@ -77,7 +77,14 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
   const stopLogging = logRuntimeEvents(events, logger);
   let oauth: OAuthSetup;
   try {
-    oauth = createOAuthSetup({ oauth: config.oauth, publicUrl: config.app.public_url, tokens: stores.tokens, states: stores.oauthStates, events });
+    oauth = createOAuthSetup({
+      oauth: config.oauth,
+      publicUrl: config.app.public_url,
+      tokens: stores.tokens,
+      states: stores.oauthStates,
+      events,
+      requireLoginProof: apiKeys.enabled,
+    });
   } catch (error) {
     await database.close();
     throw error;

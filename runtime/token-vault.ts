@@ -1,6 +1,7 @@
 import { refreshTokenGrant, ResponseBodyError, tokenRevocation } from 'openid-client';
 import type { Configuration, TokenEndpointResponse } from 'openid-client';
 import type { EventBus } from './event-bus.js';
+import type { LoginLinkSigner } from './login-links.js';
 import type { OidcConfigurationSource } from './oidc-client.js';
 import type { AccessTokenSource, NewStoredToken, StoredToken, TokenStore } from './ports.js';
 import type { TokenCipher } from './token-cipher.js';
@@ -37,6 +38,8 @@ export type TokenVaultOptions = {
   refreshMarginMs: number;
   /** The address users reach the service at (login URLs start with it). */
   publicUrl: string;
+  /** Signs login URLs, so that a login link proves it was issued for its user (see the login route). */
+  loginLinks?: LoginLinkSigner;
   /** Provider path segment and token row key (default `idp`). */
   provider?: string;
   events?: Pick<EventBus, 'emit'>;
@@ -161,6 +164,11 @@ export function createTokenVault(options: TokenVaultOptions): TokenVault {
     loginUrl(userId: string): string {
       const url = new URL(loginBase);
       url.searchParams.set('user_id', userId);
+      const proof = options.loginLinks?.sign(userId, now());
+      if (proof) {
+        url.searchParams.set('expires', String(proof.expires));
+        url.searchParams.set('sig', proof.sig);
+      }
       return url.href;
     },
 

@@ -11,6 +11,14 @@ import { startTestService, type TestService } from '../support/service-harness.j
 
 const WHOAMI = 'Who am I? [[tool:mine__whoami {}]]';
 
+/** A login link's address and user; it also carries a signed expiry (`expires`, `sig`). */
+function loginLinkOf(value: unknown): { link: string; user_id: string | null } {
+  const url = new URL(String(value));
+  expect(url.searchParams.get('expires')).to.match(/^\d+$/);
+  expect(url.searchParams.get('sig')).to.match(/^[\w-]{43}$/);
+  return { link: `${url.origin}${url.pathname}`, user_id: url.searchParams.get('user_id') };
+}
+
 type ChatAnswer = { status: number; body: { choices?: Array<{ message: { content: string } }>; error?: Record<string, unknown> } };
 
 describe('per-user tools through the service, with a real OpenID provider', function () {
@@ -82,7 +90,7 @@ describe('per-user tools through the service, with a real OpenID provider', func
     const refused = await ask('alice');
     expect(refused.status).to.equal(401);
     expect(refused.body.error).to.include({ type: 'tool_auth_required', server: 'mine', tool: 'whoami' });
-    expect(refused.body.error!.login_url).to.equal(`${publicUrl}/auth/idp/login?user_id=alice`);
+    expect(loginLinkOf(refused.body.error!.login_url)).to.deep.equal({ link: `${publicUrl}/auth/idp/login`, user_id: 'alice' });
     const sessionId = refused.sessionId!;
 
     await connect('alice');
@@ -112,6 +120,6 @@ describe('per-user tools through the service, with a real OpenID provider', func
   it('never lends one user\'s token to another user', async () => {
     const bob = await ask('bob');
     expect(bob.status).to.equal(401);
-    expect(bob.body.error!.login_url).to.equal(`${publicUrl}/auth/idp/login?user_id=bob`);
+    expect(loginLinkOf(bob.body.error!.login_url)).to.deep.equal({ link: `${publicUrl}/auth/idp/login`, user_id: 'bob' });
   });
 });

@@ -11,6 +11,8 @@ export type TestProvider = {
   clientSecret: string;
   /** Successful token requests so far, by grant type. */
   grants: Record<string, number>;
+  /** Every request the provider received (method and path), in order. */
+  requests: string[];
   close(): Promise<void>;
 };
 
@@ -54,12 +56,15 @@ export async function startTestProvider(options: { redirectUri: string; accessTo
     const type = ctx.oidc.params.grant_type;
     grants[type] = (grants[type] ?? 0) + 1;
   });
+  const requests: string[] = [];
+  server.on('request', (req) => requests.push(`${req.method} ${req.url}`));
   server.on('request', provider.callback());
   return {
     issuer,
     clientId,
     clientSecret,
     grants,
+    requests,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

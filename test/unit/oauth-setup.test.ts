@@ -13,6 +13,7 @@ const OAUTH: AppConfig['oauth'] = {
   redirect_url: 'https://agents.example.com/auth/idp/callback',
   token_key: randomBytes(32).toString('base64'),
   state_ttl_ms: 600_000,
+  login_link_ttl_ms: 600_000,
   refresh_margin_ms: 60_000,
   allow_insecure: false,
 };
@@ -22,7 +23,7 @@ const tokens = {} as TokenStore;
 const states = {} as OAuthStateStore;
 
 function setup(oauth: Partial<AppConfig['oauth']>) {
-  return createOAuthSetup({ oauth: { ...OAUTH, ...oauth }, publicUrl: 'https://agents.example.com', tokens, states });
+  return createOAuthSetup({ oauth: { ...OAUTH, ...oauth }, publicUrl: 'https://agents.example.com', tokens, states, requireLoginProof: true });
 }
 
 function configError(oauth: Partial<AppConfig['oauth']>): ConfigError {
@@ -39,7 +40,12 @@ describe('createOAuthSetup', () => {
   it('builds the vault and the routes without contacting the provider when an issuer is set', () => {
     const { vault, router } = setup({});
     expect(vault?.provider).to.equal('idp');
-    expect(vault?.loginUrl('alice')).to.equal('https://agents.example.com/auth/idp/login?user_id=alice');
+    const login = new URL(vault!.loginUrl('alice'));
+    expect(`${login.origin}${login.pathname}`).to.equal('https://agents.example.com/auth/idp/login');
+    expect([...login.searchParams.keys()]).to.deep.equal(['user_id', 'expires', 'sig']);
+    expect(login.searchParams.get('user_id')).to.equal('alice');
+    // Signed for the configured lifetime (10 minutes).
+    expect(Number(login.searchParams.get('expires')) * 1000 - Date.now()).to.be.within(590_000, 601_000);
     expect(router).to.be.a('function');
   });
 
