@@ -1,40 +1,12 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { expect } from 'chai';
 import type OpenAI from 'openai';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
-import { createServerSchema } from '../support/server-schema.js';
+import { serviceStorageTargets, type StorageTarget } from '../support/service-storage.js';
 import { startTestService, type TestService } from '../support/service-harness.js';
 
 type Message = OpenAI.Chat.ChatCompletionMessageParam;
 
-/** Where a test's service keeps its data: the embedded database, or the PostgreSQL server. */
-type StorageTarget = {
-  name: string;
-  /** Environment for a fresh, empty store; the same env reopens the same data. */
-  prepare(): Promise<{ env: NodeJS.ProcessEnv; cleanup(): Promise<void> }>;
-};
-
-const targets: StorageTarget[] = [
-  {
-    name: 'embedded PGlite',
-    prepare: async () => {
-      const dataDir = mkdtempSync(join(tmpdir(), 'svc-e2e-'));
-      return { env: { DATA_DIR: join(dataDir, 'db') }, cleanup: async () => rmSync(dataDir, { recursive: true, force: true }) };
-    },
-  },
-];
-if (process.env.TEST_DATABASE_URL) {
-  const baseUrl = process.env.TEST_DATABASE_URL;
-  targets.push({
-    name: 'PostgreSQL server',
-    prepare: async () => {
-      const schema = await createServerSchema(baseUrl);
-      return { env: { DB_URL: schema.url }, cleanup: schema.drop };
-    },
-  });
-}
+const targets = serviceStorageTargets();
 
 /** Sends one chat turn with fetch and returns the reply text and the session id. */
 async function chat(

@@ -1,37 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { expect } from 'chai';
 import OpenAI from 'openai';
 import { FAILED_REPLY_ROLE, LLM_FAILURE_PREFIX } from '../../runtime/supervisor.js';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
 import { storedTranscript } from '../fault/transcript.js';
-import { createServerSchema } from '../support/server-schema.js';
+import { serviceStorageTargets } from '../support/service-storage.js';
 import { readText, sseData, startTestService, type TestService } from '../support/service-harness.js';
 
-/** Where a test's service keeps its data: the embedded database, or the PostgreSQL server. */
-type StorageTarget = { name: string; prepare(): Promise<{ env: NodeJS.ProcessEnv; cleanup(): Promise<void> }> };
-
-const targets: StorageTarget[] = [
-  {
-    name: 'embedded PGlite',
-    prepare: async () => {
-      const dataDir = mkdtempSync(join(tmpdir(), 'svc-integrity-'));
-      return { env: { DATA_DIR: join(dataDir, 'db') }, cleanup: async () => rmSync(dataDir, { recursive: true, force: true }) };
-    },
-  },
-];
-if (process.env.TEST_DATABASE_URL) {
-  const baseUrl = process.env.TEST_DATABASE_URL;
-  targets.push({
-    name: 'PostgreSQL server',
-    prepare: async () => {
-      const schema = await createServerSchema(baseUrl);
-      return { env: { DB_URL: schema.url }, cleanup: schema.drop };
-    },
-  });
-}
+const targets = serviceStorageTargets();
 
 /** The texts of the messages the scripted LLM received in its last request. */
 function lastContext(llm: FakeLlm): Array<{ role: string; content: string }> {
