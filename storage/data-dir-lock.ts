@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { link, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
 /** The lock file in an embedded database's data folder, as PostgreSQL's postmaster.pid: the pid of the process that has it open. */
@@ -23,23 +23,34 @@ export class DataDirInUseError extends Error {
 export async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
   await mkdir(dataDir, { recursive: true });
   const file = join(dataDir, LOCK_FILE);
-  const content = `${process.pid}\n${randomUUID()}\n${new Date().toISOString()}\n`;
-  for (let attempt = 1; ; attempt += 1) {
-    try {
-      await writeFile(file, content, { flag: 'wx', mode: 0o600 });
-      break;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 1) throw error;
+  const token = randomUUID();
+  const content = `${process.pid}\n${token}\n${new Date().toISOString()}\n`;
+  // Written whole under a name of its own, then linked into place (which fails if the lock
+  // exists): another process never reads a lock that is half written.
+  const draft = `${file}.${token}`;
+  await writeFile(draft, content, { mode: 0o600 });
+  try {
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        await link(draft, file);
+        break;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      }
+      const holder = Number((await readFile(file, 'utf8').catch(() => '')).split('\n')[0]);
+      const inUse = Number.isInteger(holder) && holder > 0 && (holder === process.pid ? held.has(file) : isAlive(holder));
+      // A lock that keeps coming back is another process's, taking it at the same moment.
+      if (inUse || attempt >= 3) {
+        throw new DataDirInUseError(
+          `The embedded database in ${dataDir} is in use by another process (pid ${holder}): only one process may open it. ` +
+            `Stop that process first, or set DB_URL to run several on a PostgreSQL server. If no such process runs, remove ${file}.`,
+        );
+      }
+      // Left by a process that is gone.
+      await rm(file, { force: true });
     }
-    const holder = Number((await readFile(file, 'utf8').catch(() => '')).split('\n')[0]);
-    if (Number.isInteger(holder) && holder > 0 && (holder === process.pid ? held.has(file) : isAlive(holder))) {
-      throw new DataDirInUseError(
-        `The embedded database in ${dataDir} is in use by another process (pid ${holder}): only one process may open it. ` +
-          `Stop that process first, or set DB_URL to run several on a PostgreSQL server. If no such process runs, remove ${file}.`,
-      );
-    }
-    // Left by a process that is gone.
-    await rm(file, { force: true });
+  } finally {
+    await rm(draft, { force: true });
   }
   held.add(file);
   return async () => {
