@@ -1,11 +1,12 @@
 import { resolve } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { vector as vectorExtension } from '@electric-sql/pglite-pgvector';
-import { Kysely, PGliteDialect, PostgresDialect } from 'kysely';
+import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { registerTypes } from 'pgvector/pg';
 import { AutoAnalyze } from './auto-analyze.js';
 import { lockDataDir } from './data-dir-lock.js';
+import { PGliteDialect } from './pglite-dialect.js';
 import type { DatabaseSchema } from './database-schema.js';
 
 /** An open database: the Kysely instance and what it runs on. */
@@ -107,7 +108,7 @@ async function openEmbedded(options: CreateDatabaseOptions): Promise<Database> {
     await unlock();
     throw error;
   }
-  const db = new Kysely<DatabaseSchema>({ dialect: new PGliteDialect({ pglite }) });
+  const db = new Kysely<DatabaseSchema>({ dialect: new PGliteDialect(pglite) });
   const autoAnalyze = new AutoAnalyze(db, options.onMaintenanceError ?? (() => {}));
   return {
     db,

@@ -1,7 +1,4 @@
-import { sql } from 'kysely';
-import type { Kysely } from 'kysely';
-import type { Migration } from 'kysely/migration';
-import { Migrator } from 'kysely/migration';
+import { Migrator, sql, type Kysely, type Migration } from 'kysely';
 import type { Database } from './create-database.js';
 import { coreMigrations, createMemoryMigrations } from './migrations.js';
 

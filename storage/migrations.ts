@@ -1,6 +1,4 @@
-import { sql } from 'kysely';
-import type { Kysely } from 'kysely';
-import type { Migration } from 'kysely/migration';
+import { sql, type Kysely, type Migration } from 'kysely';
 
 /**
  * The tables every deployment has: conversations, sessions, and the OAuth tokens and
