@@ -4,8 +4,8 @@ import { join, resolve } from 'node:path';
 import { Router, type Request, type RequestHandler, type Response } from 'express';
 import type { ConversationRecord, ConversationStore, SessionCursor, SessionRecord, SessionStore, StoredTransition, VectorMemoryStore } from '../runtime/ports.js';
 import { ServiceError } from '../runtime/service-error.js';
-import type { Supervisor } from '../runtime/supervisor.js';
-import type { ToolRunner } from '../runtime/tool-runner.js';
+import type { Supervisor } from '../runtime/sessions/supervisor.js';
+import type { ToolRunner } from '../runtime/tools/tool-runner.js';
 import { actingUser, callerOf } from './api-keys.js';
 import { checkIdentifier, isValidIdentifier } from './chat-request.js';
 

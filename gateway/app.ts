@@ -1,8 +1,8 @@
 import express, { type Express, type Router } from 'express';
 import type { Logger } from 'winston';
-import type { ServiceMetrics } from '../runtime/metrics.js';
-import type { Supervisor } from '../runtime/supervisor.js';
-import type { ToolServerStatus } from '../runtime/tool-runner.js';
+import type { ServiceMetrics } from '../runtime/observability/metrics.js';
+import type { Supervisor } from '../runtime/sessions/supervisor.js';
+import type { ToolServerStatus } from '../runtime/tools/tool-runner.js';
 import type { ApiKeyGuard } from './api-keys.js';
 import { createChatRoute, type ChatRouteDeps } from './chat-route.js';
 import { createErrorHandler, notFoundHandler } from './error-handler.js';

@@ -13,11 +13,11 @@ import {
   ResponseBodyError,
 } from 'openid-client';
 import type { TokenEndpointResponse } from 'openid-client';
-import type { LoginLinkSigner } from '../runtime/login-links.js';
-import type { OidcConfigurationSource } from '../runtime/oidc-client.js';
+import type { LoginLinkSigner } from '../runtime/accounts/login-links.js';
+import type { OidcConfigurationSource } from '../runtime/accounts/oidc-client.js';
 import type { OAuthStateStore } from '../runtime/ports.js';
 import { ServiceError } from '../runtime/service-error.js';
-import type { TokenVault } from '../runtime/token-vault.js';
+import type { TokenVault } from '../runtime/accounts/token-vault.js';
 import { actingUser, callerOf } from './api-keys.js';
 import { checkIdentifier, MAX_ID_LENGTH } from './chat-request.js';
 

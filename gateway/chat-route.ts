@@ -1,5 +1,5 @@
 import type { Request, RequestHandler, Response } from 'express';
-import type { Supervisor, TurnRequest } from '../runtime/supervisor.js';
+import type { Supervisor, TurnRequest } from '../runtime/sessions/supervisor.js';
 import { actingUser } from './api-keys.js';
 import { checkIdentifier, parseChatRequest, type ChatRequest } from './chat-request.js';
 import { ChunkFormatter, completionBody, newCompletionId, unixNow } from './completion-format.js';

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Usage } from '../runtime/chat-types.js';
-import type { ToolCallDelta } from '../runtime/llm-client.js';
-import type { TurnOutcome } from '../runtime/supervisor.js';
+import type { ToolCallDelta } from '../runtime/llm/llm-client.js';
+import type { TurnOutcome } from '../runtime/sessions/supervisor.js';
 
 /** A completion id: `chatcmpl-` and 8 hexadecimal characters. */
 export function newCompletionId(): string {

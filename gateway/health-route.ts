@@ -1,6 +1,6 @@
 import type { RequestHandler } from 'express';
-import { checkLlmServer } from '../runtime/llm-health.js';
-import type { ToolServerStatus } from '../runtime/tool-runner.js';
+import { checkLlmServer } from '../runtime/llm/llm-health.js';
+import type { ToolServerStatus } from '../runtime/tools/tool-runner.js';
 
 /** What the health route reads. */
 export type HealthDeps = {

@@ -1,5 +1,5 @@
 import type { Logger } from 'winston';
-import type { EventBus } from '../runtime/event-bus.js';
+import type { EventBus } from '../runtime/observability/event-bus.js';
 
 /** Writes the runtime's events to the log: failures with their traceback, the rest at debug. */
 export function logRuntimeEvents(events: EventBus, logger: Logger): () => void {

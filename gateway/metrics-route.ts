@@ -1,6 +1,6 @@
 import type { RequestHandler } from 'express';
 import { AggregatorRegistry } from 'prom-client';
-import type { ServiceMetrics } from '../runtime/metrics.js';
+import type { ServiceMetrics } from '../runtime/observability/metrics.js';
 import { ServiceError } from '../runtime/service-error.js';
 import { callPrimary, isClusterWorker, type RpcHandler } from './cluster-rpc.js';
 

@@ -1,13 +1,13 @@
 import type { Router } from 'express';
 import { ConfigError } from '../config/load-config.js';
 import type { AppConfig } from '../config/load-config.js';
-import type { EventBus } from '../runtime/event-bus.js';
-import { createOidcConfigurationSource } from '../runtime/oidc-client.js';
+import type { EventBus } from '../runtime/observability/event-bus.js';
+import { createOidcConfigurationSource } from '../runtime/accounts/oidc-client.js';
 import type { OAuthStateStore, TokenStore } from '../runtime/ports.js';
-import { createLoginLinkSigner } from '../runtime/login-links.js';
-import { createTokenCipher, parseTokenKey } from '../runtime/token-cipher.js';
-import { createTokenVault } from '../runtime/token-vault.js';
-import type { TokenVault } from '../runtime/token-vault.js';
+import { createLoginLinkSigner } from '../runtime/accounts/login-links.js';
+import { createTokenCipher, parseTokenKey } from '../runtime/accounts/token-cipher.js';
+import { createTokenVault } from '../runtime/accounts/token-vault.js';
+import type { TokenVault } from '../runtime/accounts/token-vault.js';
 import { createAuthDisabledRouter, createAuthRouter } from './auth-routes.js';
 
 /** What the composition root wires: the `/auth/idp` routes, and the vault per-user tools take tokens from. */

@@ -1,5 +1,5 @@
 import type { Request, RequestHandler } from 'express';
-import type { ServiceMetrics } from '../runtime/metrics.js';
+import type { ServiceMetrics } from '../runtime/observability/metrics.js';
 
 /** The route label of requests no route took: unknown paths, and requests refused before routing. */
 const UNMATCHED_ROUTE = 'unmatched';

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { Router, type RequestParamHandler, type Response } from 'express';
 import { ServiceError } from '../runtime/service-error.js';
-import { WEBHOOK_EVENT_TYPES } from '../runtime/webhook-signature.js';
-import { checkTargetUrl, resolveTarget, WebhookTargetError, type TargetPolicy } from '../runtime/webhook-targets.js';
+import { WEBHOOK_EVENT_TYPES } from '../runtime/webhooks/webhook-signature.js';
+import { checkTargetUrl, resolveTarget, WebhookTargetError, type TargetPolicy } from '../runtime/webhooks/webhook-targets.js';
 import type { WebhookDelivery, WebhookStore, WebhookSubscription } from '../storage/webhook-repository.js';
 import { callerOf } from './api-keys.js';
 import { checkIdentifier } from './chat-request.js';

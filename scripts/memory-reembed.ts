@@ -6,7 +6,7 @@
  */
 import { ConfigError, loadConfig } from '../config/load-config.js';
 import { embedderOptionsOf } from '../gateway/service.js';
-import { configuredEmbedder, recordOf } from '../runtime/embedder.js';
+import { configuredEmbedder, recordOf } from '../runtime/llm/embedder.js';
 import { createDatabase, migrateToLatest, redactPassword, reembedMemories } from '../storage/index.js';
 
 let config;

@@ -89,7 +89,7 @@ export function recallSection(report: RecallReport): Section {
     );
   }
   lines.push(...report.notes);
-  return { title: 'Long-term recall latency (runtime/vector-memory.ts recall: local embedding + search)', table: { headers, rows }, lines, preformatted: plans };
+  return { title: 'Long-term recall latency (runtime/memory/vector-memory.ts recall: local embedding + search)', table: { headers, rows }, lines, preformatted: plans };
 }
 
 const seconds = (ms: number) => (ms / 1000).toFixed(0);

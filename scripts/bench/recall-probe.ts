@@ -1,10 +1,10 @@
 import { parseArgs } from 'node:util';
 import { CompiledQuery, sql, type KyselyPlugin, type QueryId, type RootOperationNode } from 'kysely';
 import { loadConfig } from '../../config/load-config.js';
-import { createLocalEmbedder } from '../../runtime/embedder.js';
-import { EventBus } from '../../runtime/event-bus.js';
-import { hashedEmbedding } from '../../runtime/hashed-embedding.js';
-import { createVectorMemory } from '../../runtime/vector-memory.js';
+import { createLocalEmbedder } from '../../runtime/llm/embedder.js';
+import { EventBus } from '../../runtime/observability/event-bus.js';
+import { hashedEmbedding } from '../../runtime/llm/hashed-embedding.js';
+import { createVectorMemory } from '../../runtime/memory/vector-memory.js';
 import { createDatabase, createMemoryRepository, createStores, migrateToLatest, type Database } from '../../storage/index.js';
 import { EXACT_SEARCH_UP_TO } from '../../storage/memory-repository.js';
 import { summarise, type LatencySummary } from './latency-stats.js';
@@ -55,7 +55,7 @@ const EXACT_QUERIES = 100;
  * CLI: `recall-probe.ts --memories N --queries Q [--db-url URL]`. Migrates a database with
  * long-term memory (PGlite in memory with pgvector, or the server at `--db-url`), stores N
  * memories of one user and a few of other users with the local hashed embeddings, then
- * times `recall` of runtime/vector-memory.ts and explains the search it runs.
+ * times `recall` of runtime/memory/vector-memory.ts and explains the search it runs.
  */
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { memories: { type: 'string' }, queries: { type: 'string' }, 'db-url': { type: 'string', default: '' } } });

@@ -5,10 +5,10 @@ import { loadConfig } from '../../config/load-config.js';
 import { loadGraph } from '../../config/load-graph.js';
 import { parseChatRequest } from '../../gateway/chat-request.js';
 import { supervisorSettingsOf } from '../../gateway/service.js';
-import { DurableWriter } from '../../runtime/durable-writer.js';
-import { EventBus } from '../../runtime/event-bus.js';
-import { createLlmClient } from '../../runtime/llm-client.js';
-import { Supervisor } from '../../runtime/supervisor.js';
+import { DurableWriter } from '../../runtime/sessions/durable-writer.js';
+import { EventBus } from '../../runtime/observability/event-bus.js';
+import { createLlmClient } from '../../runtime/llm/llm-client.js';
+import { Supervisor } from '../../runtime/sessions/supervisor.js';
 import { createDatabase, createStores, migrateToLatest } from '../../storage/index.js';
 import { chatBodies } from './chat-body.js';
 

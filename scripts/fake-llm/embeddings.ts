@@ -1,4 +1,4 @@
-import { hashedEmbedding } from '../../runtime/hashed-embedding.js';
+import { hashedEmbedding } from '../../runtime/llm/hashed-embedding.js';
 
 /** The scripted server's embedding of a text: the service's local hashed embedding. */
 export const embedText = hashedEmbedding;

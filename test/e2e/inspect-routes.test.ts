@@ -6,9 +6,9 @@ import { DEFAULT_CONFIG_FILE, loadConfig } from '../../config/load-config.js';
 import { loadGraph } from '../../config/load-graph.js';
 import { createErrorHandler } from '../../gateway/error-handler.js';
 import { createInspectRoutes, type InspectedSession, type InspectRoutes } from '../../gateway/inspect-routes.js';
-import { EventBus, type RuntimeEventName, type RuntimeEvents } from '../../runtime/event-bus.js';
+import { EventBus, type RuntimeEventName, type RuntimeEvents } from '../../runtime/observability/event-bus.js';
 import type { SessionStore } from '../../runtime/ports.js';
-import { createSessionRegistry } from '../../runtime/session-registry.js';
+import { createSessionRegistry } from '../../runtime/sessions/session-registry.js';
 import { startTestService, testLogger, type TestService } from '../support/service-harness.js';
 import { waitFor } from '../support/wait-for.js';
 

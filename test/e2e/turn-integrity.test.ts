@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import OpenAI from 'openai';
-import { FAILED_REPLY_ROLE, LLM_FAILURE_PREFIX } from '../../runtime/supervisor.js';
+import { FAILED_REPLY_ROLE, LLM_FAILURE_PREFIX } from '../../runtime/sessions/supervisor.js';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
 import { storedTranscript } from '../fault/transcript.js';
 import { serviceStorageTargets } from '../support/service-storage.js';

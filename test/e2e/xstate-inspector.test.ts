@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { ConfigError } from '../../config/load-config.js';
-import { createXStateInspector } from '../../runtime/xstate-inspector.js';
+import { createXStateInspector } from '../../runtime/observability/xstate-inspector.js';
 import { freePort } from '../../scripts/bench/child-process.js';
 import { startTestService, type TestService } from '../support/service-harness.js';
 import { waitFor } from '../support/wait-for.js';

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { FAILED_REPLY_ROLE, LLM_FAILURE_PREFIX } from '../../runtime/supervisor.js';
+import { FAILED_REPLY_ROLE, LLM_FAILURE_PREFIX } from '../../runtime/sessions/supervisor.js';
 import { startFakeLlm, type FakeLlm, type RecordedRequest } from '../../scripts/fake-llm-server.js';
 import { startTestService, type TestService } from '../support/service-harness.js';
 import { waitFor } from '../support/wait-for.js';

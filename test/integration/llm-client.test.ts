@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { createLlmClient, LlmCallError, type LlmClient } from '../../runtime/llm-client.js';
+import { createLlmClient, LlmCallError, type LlmClient } from '../../runtime/llm/llm-client.js';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
 
 const params = { model: 'm', temperature: 0.5, max_tokens: 64 };

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import type { RuntimeEvents } from '../../runtime/event-bus.js';
-import type { McpRegistry } from '../../runtime/mcp-registry.js';
+import type { RuntimeEvents } from '../../runtime/observability/event-bus.js';
+import type { McpRegistry } from '../../runtime/tools/mcp-registry.js';
 import {
   answer,
   callTool,

@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { sql } from 'kysely';
 import { ConfigError } from '../../config/load-config.js';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
-import { chooseEmbedder, createLocalEmbedder, type EmbedderOptions } from '../../runtime/embedder.js';
+import { chooseEmbedder, createLocalEmbedder, type EmbedderOptions } from '../../runtime/llm/embedder.js';
 import type { EmbedderRecordStore, VectorMemoryStore } from '../../runtime/ports.js';
 import { createEmbedderRecordRepository, createMemoryRepository, migrateToLatest, reembedMemories } from '../../storage/index.js';
 import { databaseTargets, type TestDatabase } from '../support/databases.js';

@@ -9,12 +9,12 @@ import { refreshTokenGrant, ResponseBodyError, tokenRevocation } from 'openid-cl
 import winston from 'winston';
 import { createAuthDisabledRouter, createAuthRouter } from '../../gateway/auth-routes.js';
 import { createErrorHandler, notFoundHandler } from '../../gateway/error-handler.js';
-import { createOidcConfigurationSource } from '../../runtime/oidc-client.js';
-import type { OidcConfigurationSource } from '../../runtime/oidc-client.js';
+import { createOidcConfigurationSource } from '../../runtime/accounts/oidc-client.js';
+import type { OidcConfigurationSource } from '../../runtime/accounts/oidc-client.js';
 import type { TokenStore } from '../../runtime/ports.js';
-import { createTokenCipher } from '../../runtime/token-cipher.js';
-import { createTokenVault } from '../../runtime/token-vault.js';
-import type { TokenVault } from '../../runtime/token-vault.js';
+import { createTokenCipher } from '../../runtime/accounts/token-cipher.js';
+import { createTokenVault } from '../../runtime/accounts/token-vault.js';
+import type { TokenVault } from '../../runtime/accounts/token-vault.js';
 import { createDatabase, createOAuthStateRepository, createTokenRepository, migrateToLatest } from '../../storage/index.js';
 import type { Database } from '../../storage/index.js';
 import { CookieJar } from '../support/cookie-jar.js';

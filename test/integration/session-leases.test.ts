@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { sql } from 'kysely';
-import { DurableWriter } from '../../runtime/durable-writer.js';
-import { EventBus } from '../../runtime/event-bus.js';
+import { DurableWriter } from '../../runtime/sessions/durable-writer.js';
+import { EventBus } from '../../runtime/observability/event-bus.js';
 import type { SessionLeaseStore } from '../../runtime/ports.js';
-import { SessionLeases } from '../../runtime/session-leases.js';
+import { SessionLeases } from '../../runtime/sessions/session-leases.js';
 import { migrateToLatest } from '../../storage/index.js';
 import { createSessionLeaseRepository } from '../../storage/session-lease-repository.js';
 import { databaseTargets, type TestDatabase } from '../support/databases.js';

@@ -2,10 +2,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import type { McpServerConfig } from '../../config/mcp-server-schema.js';
-import { EventBus } from '../../runtime/event-bus.js';
-import { createMcpRegistry, type McpRegistry, type McpRegistryOptions } from '../../runtime/mcp-registry.js';
+import { EventBus } from '../../runtime/observability/event-bus.js';
+import { createMcpRegistry, type McpRegistry, type McpRegistryOptions } from '../../runtime/tools/mcp-registry.js';
 import type { AccessTokenSource } from '../../runtime/ports.js';
-import type { ToolCallResult } from '../../runtime/tool-runner.js';
+import type { ToolCallResult } from '../../runtime/tools/tool-runner.js';
 import { freePort } from '../../scripts/bench/child-process.js';
 
 /** The entry script of `@modelcontextprotocol/server-everything`. */

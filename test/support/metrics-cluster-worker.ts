@@ -4,9 +4,9 @@ import express from 'express';
 import winston from 'winston';
 import { createErrorHandler } from '../../gateway/error-handler.js';
 import { createMetricsRoute } from '../../gateway/metrics-route.js';
-import { EventBus } from '../../runtime/event-bus.js';
-import { ServiceMetrics } from '../../runtime/metrics.js';
-import { createSessionRegistry } from '../../runtime/session-registry.js';
+import { EventBus } from '../../runtime/observability/event-bus.js';
+import { ServiceMetrics } from '../../runtime/observability/metrics.js';
+import { createSessionRegistry } from '../../runtime/sessions/session-registry.js';
 
 /**
  * A cluster worker for the /metrics aggregation tests: service metrics with TURNS finished

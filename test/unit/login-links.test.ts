@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
-import { createLoginLinkSigner } from '../../runtime/login-links.js';
+import { createLoginLinkSigner } from '../../runtime/accounts/login-links.js';
 
 describe('createLoginLinkSigner', () => {
   const secret = randomBytes(32);

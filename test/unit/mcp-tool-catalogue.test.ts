@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import type { McpTool } from '../../runtime/mcp-connection.js';
-import { buildCatalogue, describeTools, exposedToolName, isAllowed, toolDefinition } from '../../runtime/mcp-tool-catalogue.js';
+import type { McpTool } from '../../runtime/tools/mcp-connection.js';
+import { buildCatalogue, describeTools, exposedToolName, isAllowed, toolDefinition } from '../../runtime/tools/mcp-tool-catalogue.js';
 
 const OPENAI_FUNCTION_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 

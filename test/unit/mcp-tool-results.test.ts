@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { describeCallFailure, formatToolContent, parseToolArguments } from '../../runtime/mcp-tool-results.js';
+import { describeCallFailure, formatToolContent, parseToolArguments } from '../../runtime/tools/mcp-tool-results.js';
 
 const context = { server: 'srv', tool: 'do-it', timeoutMs: 500, cancelled: false };
 

@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import { register as globalRegistry } from 'prom-client';
-import { EventBus } from '../../runtime/event-bus.js';
-import { ServiceMetrics } from '../../runtime/metrics.js';
-import { createSessionRegistry } from '../../runtime/session-registry.js';
+import { EventBus } from '../../runtime/observability/event-bus.js';
+import { ServiceMetrics } from '../../runtime/observability/metrics.js';
+import { createSessionRegistry } from '../../runtime/sessions/session-registry.js';
 import { parsePrometheusText, sampleValue, type PrometheusSample } from '../support/prometheus-text.js';
 
 describe('ServiceMetrics', () => {

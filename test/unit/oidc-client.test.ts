@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { Configuration } from 'openid-client';
 import type { discovery } from 'openid-client';
-import { createOidcConfigurationSource } from '../../runtime/oidc-client.js';
+import { createOidcConfigurationSource } from '../../runtime/accounts/oidc-client.js';
 import { ServiceError } from '../../runtime/service-error.js';
 
 const SETTINGS = { issuerUrl: 'https://idp.test', clientId: 'client', clientSecret: 'secret', allowInsecure: false };

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { readSseData } from '../../runtime/sse-reader.js';
+import { readSseData } from '../../runtime/llm/sse-reader.js';
 
 async function collect(parts: string[]): Promise<string[]> {
   async function* body() {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
-import { createTokenCipher, parseTokenKey, TokenDecryptionError } from '../../runtime/token-cipher.js';
+import { createTokenCipher, parseTokenKey, TokenDecryptionError } from '../../runtime/accounts/token-cipher.js';
 
 const KEY = randomBytes(32);
 const ALICE = { userId: 'alice', provider: 'idp' };

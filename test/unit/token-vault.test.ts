@@ -2,11 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import { Configuration, customFetch } from 'openid-client';
 import type { CustomFetchOptions } from 'openid-client';
-import type { RuntimeEvents } from '../../runtime/event-bus.js';
+import type { RuntimeEvents } from '../../runtime/observability/event-bus.js';
 import type { NewStoredToken, StoredToken, TokenStore } from '../../runtime/ports.js';
-import { createTokenCipher } from '../../runtime/token-cipher.js';
-import { createTokenVault } from '../../runtime/token-vault.js';
-import type { TokenVaultOptions } from '../../runtime/token-vault.js';
+import { createTokenCipher } from '../../runtime/accounts/token-cipher.js';
+import { createTokenVault } from '../../runtime/accounts/token-vault.js';
+import type { TokenVaultOptions } from '../../runtime/accounts/token-vault.js';
 
 const ISSUER = 'https://idp.test';
 const NOW = Date.parse('2030-01-01T00:00:00Z');

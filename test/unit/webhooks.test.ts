@@ -1,8 +1,8 @@
 import { createHmac } from 'node:crypto';
 import { expect } from 'chai';
-import { backoffMs } from '../../runtime/webhook-dispatcher.js';
-import { canonicalPayload, signedPayloadText, signWebhook, verifyWebhookSignature } from '../../runtime/webhook-signature.js';
-import { checkTargetUrl, isPrivateAddress, resolveTarget } from '../../runtime/webhook-targets.js';
+import { backoffMs } from '../../runtime/webhooks/webhook-dispatcher.js';
+import { canonicalPayload, signedPayloadText, signWebhook, verifyWebhookSignature } from '../../runtime/webhooks/webhook-signature.js';
+import { checkTargetUrl, isPrivateAddress, resolveTarget } from '../../runtime/webhooks/webhook-targets.js';
 
 describe('webhook signatures', () => {
   const secret = 'a-secret-of-16+chars';

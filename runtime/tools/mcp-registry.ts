@@ -1,13 +1,13 @@
-import type { McpServerConfig } from '../config/mcp-server-schema.js';
-import type { ToolCall, ToolDefinition } from './chat-types.js';
-import type { EventBus } from './event-bus.js';
+import type { McpServerConfig } from '../../config/mcp-server-schema.js';
+import type { ToolCall, ToolDefinition } from '../chat-types.js';
+import type { EventBus } from '../observability/event-bus.js';
 import type { McpLogger } from './mcp-connection.js';
 import { ServerSlot, type RetryPolicy } from './mcp-server-slot.js';
 import { buildCatalogue, describeTools, isAllowed, toolDefinition, type CatalogueEntry } from './mcp-tool-catalogue.js';
 import { describeCallFailure, errorText, formatToolContent, parseToolArguments } from './mcp-tool-results.js';
 import { UserConnectionPool, type ConnectionLease } from './mcp-user-pool.js';
-import type { AccessTokenSource } from './ports.js';
-import { isServiceError, ServiceError } from './service-error.js';
+import type { AccessTokenSource } from '../ports.js';
+import { isServiceError, ServiceError } from '../service-error.js';
 import type { ManagedToolRunner, ToolCallResult, ToolCallScope, ToolServerStatus } from './tool-runner.js';
 
 export type { McpLogger } from './mcp-connection.js';

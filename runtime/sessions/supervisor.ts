@@ -8,9 +8,9 @@ import {
   type RunToolsInput,
   type SessionMachine,
   type ToolResult,
-} from '../machines/index.js';
-import type { StateGraph } from '../machines/index.js';
-import type { ChatMessage, GenerationParams, ToolCall, ToolDefinition, Usage } from './chat-types.js';
+} from '../../machines/index.js';
+import type { StateGraph } from '../../machines/index.js';
+import type { ChatMessage, GenerationParams, ToolCall, ToolDefinition, Usage } from '../chat-types.js';
 import {
   EMPTY_HISTORY_HASH,
   foldHistoryHash,
@@ -22,16 +22,16 @@ import {
   type Turn,
 } from './conversation-history.js';
 import type { DurableWriter } from './durable-writer.js';
-import type { EventBus } from './event-bus.js';
-import type { LlmClient, ToolCallDelta } from './llm-client.js';
-import type { LongTermMemory } from './long-term-memory.js';
-import type { ConversationStore, LeaseFence, SessionProgress, SessionRecord, SessionStore, TransitionRecord } from './ports.js';
+import type { EventBus } from '../observability/event-bus.js';
+import type { LlmClient, ToolCallDelta } from '../llm/llm-client.js';
+import type { LongTermMemory } from '../memory/long-term-memory.js';
+import type { ConversationStore, LeaseFence, SessionProgress, SessionRecord, SessionStore, TransitionRecord } from '../ports.js';
 import { buildContext } from './prompt-assembly.js';
-import { isServiceError, ServiceError } from './service-error.js';
+import { isServiceError, ServiceError } from '../service-error.js';
 import type { SessionLeases } from './session-leases.js';
 import { releaseOnce, SessionLocks, type Release } from './session-locks.js';
 import { createSessionRegistry, type SessionRegistry } from './session-registry.js';
-import { NO_TOOLS, type ToolRunner } from './tool-runner.js';
+import { NO_TOOLS, type ToolRunner } from '../tools/tool-runner.js';
 
 /** The prefix the specification gives a failed LLM call's reply. */
 export const LLM_FAILURE_PREFIX = 'Error: An error occurred during async LLM call: ';

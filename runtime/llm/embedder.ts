@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
-import { ConfigError } from '../config/load-config.js';
+import { ConfigError } from '../../config/load-config.js';
 import { hashedEmbedding } from './hashed-embedding.js';
-import type { EmbedderRecord, EmbedderRecordStore } from './ports.js';
+import type { EmbedderRecord, EmbedderRecordStore } from '../ports.js';
 
 /** Turns texts into vectors of a fixed dimension. */
 export type Embedder = {

@@ -1,4 +1,4 @@
-import { ServiceError } from './service-error.js';
+import { ServiceError } from '../service-error.js';
 
 /** Releases a held session lock. */
 export type Release = () => void;

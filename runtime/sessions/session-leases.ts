@@ -1,6 +1,6 @@
 import type { DurableWriter } from './durable-writer.js';
-import type { SessionLeaseStore } from './ports.js';
-import { ServiceError } from './service-error.js';
+import type { SessionLeaseStore } from '../ports.js';
+import { ServiceError } from '../service-error.js';
 import { newHolderId } from './process-identity.js';
 
 /** How a lease was had: `generation` of the acquisition, and whether this process held it already. */

@@ -1,4 +1,4 @@
-import type { EventBus } from './event-bus.js';
+import type { EventBus } from '../observability/event-bus.js';
 
 /** Back-off settings of the writer. */
 export type DurableWriterOptions = {

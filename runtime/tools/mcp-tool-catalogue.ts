@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { ToolDefinition } from './chat-types.js';
+import type { ToolDefinition } from '../chat-types.js';
 import type { McpTool } from './mcp-connection.js';
 
 /** One tool as the LLM sees it, and where it lives. */

@@ -1,4 +1,4 @@
-import type { ToolCall, ToolDefinition } from './chat-types.js';
+import type { ToolCall, ToolDefinition } from '../chat-types.js';
 
 /** The result of one tool call, as the LLM will see it. */
 export type ToolCallResult = { toolCallId: string; name: string; content: string; isError: boolean };

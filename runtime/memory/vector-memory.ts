@@ -1,7 +1,7 @@
-import type { Embedder } from './embedder.js';
-import type { EventBus } from './event-bus.js';
+import type { Embedder } from '../llm/embedder.js';
+import type { EventBus } from '../observability/event-bus.js';
 import type { Exchange, LongTermMemory } from './long-term-memory.js';
-import type { VectorMemoryStore } from './ports.js';
+import type { VectorMemoryStore } from '../ports.js';
 
 /** What long-term memory is built from. */
 export type VectorMemoryDeps = {

@@ -1,6 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { EventBus } from './event-bus.js';
-import type { SessionRegistry } from './session-registry.js';
+import type { SessionRegistry } from '../sessions/session-registry.js';
 
 /** What the metrics read at scrape time and listen to. */
 export type ServiceMetricsDeps = {

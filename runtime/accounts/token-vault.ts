@@ -1,9 +1,9 @@
 import { refreshTokenGrant, ResponseBodyError, tokenRevocation } from 'openid-client';
 import type { Configuration, TokenEndpointResponse } from 'openid-client';
-import type { EventBus } from './event-bus.js';
+import type { EventBus } from '../observability/event-bus.js';
 import type { LoginLinkSigner } from './login-links.js';
 import type { OidcConfigurationSource } from './oidc-client.js';
-import type { AccessTokenSource, NewStoredToken, StoredToken, TokenStore } from './ports.js';
+import type { AccessTokenSource, NewStoredToken, StoredToken, TokenStore } from '../ports.js';
 import type { TokenCipher } from './token-cipher.js';
 
 /** One connected account of a user, as the accounts endpoint lists it. */

@@ -1,4 +1,4 @@
-import type { McpServerConfig } from '../config/mcp-server-schema.js';
+import type { McpServerConfig } from '../../config/mcp-server-schema.js';
 import { abortable, McpConnection, type McpLogger } from './mcp-connection.js';
 
 /** A connection lent to one call; hand it back with `release` or report it broken with `fail`. */

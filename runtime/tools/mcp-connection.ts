@@ -2,7 +2,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
-import type { McpServerConfig } from '../config/mcp-server-schema.js';
+import type { McpServerConfig } from '../../config/mcp-server-schema.js';
 import { ProcessGroupStdioTransport } from './mcp-stdio-transport.js';
 import { errorText } from './mcp-tool-results.js';
 

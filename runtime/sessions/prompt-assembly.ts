@@ -1,4 +1,4 @@
-import type { ChatMessage } from './chat-types.js';
+import type { ChatMessage } from '../chat-types.js';
 
 /** The parts a context is assembled from. */
 export type ContextParts = {

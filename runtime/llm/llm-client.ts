@@ -1,7 +1,7 @@
 import type { ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParamsBase } from 'openai/resources/chat/completions';
 import { Pool, errors as undiciErrors } from 'undici';
 import { readSseData } from './sse-reader.js';
-import type { ChatMessage, GenerationParams, ToolCall, ToolDefinition, Usage } from './chat-types.js';
+import type { ChatMessage, GenerationParams, ToolCall, ToolDefinition, Usage } from '../chat-types.js';
 
 /** What one LLM call returns once it has finished. */
 export type LlmReply = {

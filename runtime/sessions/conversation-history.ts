@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { ChatMessage } from './chat-types.js';
+import type { ChatMessage } from '../chat-types.js';
 
 /** The roles the specification lets into a context. */
 const CONTEXT_ROLES = new Set(['system', 'user', 'assistant']);

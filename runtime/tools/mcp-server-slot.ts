@@ -1,4 +1,4 @@
-import type { McpServerConfig } from '../config/mcp-server-schema.js';
+import type { McpServerConfig } from '../../config/mcp-server-schema.js';
 import { abortable, McpConnection, type McpLogger, type McpTool } from './mcp-connection.js';
 import { errorText } from './mcp-tool-results.js';
 

@@ -1,7 +1,7 @@
 import { createInspector, type StatelyInspectionEvent } from '@statelyai/inspect';
 import { WebSocket } from 'undici';
 import type { InspectionEvent } from 'xstate';
-import { ConfigError } from '../config/load-config.js';
+import { ConfigError } from '../../config/load-config.js';
 
 /** What the XState inspector is built from. */
 export type XStateInspectorOptions = {

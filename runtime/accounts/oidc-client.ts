@@ -1,6 +1,6 @@
 import { allowInsecureRequests, discovery, None } from 'openid-client';
 import type { Configuration } from 'openid-client';
-import { ServiceError } from './service-error.js';
+import { ServiceError } from '../service-error.js';
 
 /** Where the identity provider is and who the service is to it. */
 export type OidcSettings = {

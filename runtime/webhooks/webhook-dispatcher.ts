@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import type { Logger } from 'winston';
-import type { NewWebhookDelivery, WebhookDelivery, WebhookStore, WebhookSubscription } from '../storage/webhook-repository.js';
-import type { DurableWriter } from './durable-writer.js';
-import type { EventBus } from './event-bus.js';
+import type { NewWebhookDelivery, WebhookDelivery, WebhookStore, WebhookSubscription } from '../../storage/webhook-repository.js';
+import type { DurableWriter } from '../sessions/durable-writer.js';
+import type { EventBus } from '../observability/event-bus.js';
 import { sendWebhook } from './webhook-sender.js';
 import { signedPayloadText, type UnsignedWebhookPayload, type WebhookEventType } from './webhook-signature.js';
-import { newHolderId } from './process-identity.js';
+import { newHolderId } from '../sessions/process-identity.js';
 
 /** Retry, time-out and target settings of the dispatcher (config `webhooks.*`). */
 export type WebhookSettings = {
