@@ -12,6 +12,7 @@ import { BENCH_USAGE, parseBenchOptions, type BenchOptions, type SessionMode, ty
 import { checkGoals, describeMachine, renderText, writeReport, type BenchReport, type CellResult } from './bench/report.js';
 import { measureRecall } from './bench/recall-latency.js';
 import { createScratchDatabase, type ScratchDatabase } from './bench/scratch-database.js';
+import { DEFAULT_POOL_SIZE } from '../storage/index.js';
 import { measureSessionMemory } from './bench/session-memory.js';
 import { waitForWorkers } from './bench/worker-connections.js';
 
@@ -54,6 +55,7 @@ async function main(): Promise<void> {
     await measureTarget(run, 'passthrough', passthrough.url, [null], false);
     await stopChecked(run, passthrough);
   }
+  if (options.targets.includes('persisted')) await benchPersistedPassthrough(run, llm.url);
   if (options.targets.includes('pglite')) await benchService(run, 'pglite', llm.url, '');
   if (options.targets.includes('pg')) await benchOnPostgres(run, llm.url);
   for (const workers of options.scenarios.includes('workers') ? options.workers : []) await benchOnPostgres(run, llm.url, workers);
@@ -83,20 +85,40 @@ function settingsOf({ help: _help, ...settings }: BenchOptions): BenchReport['op
 
 /** The service on a scratch database of the PostgreSQL server; `workers` set: the workers scenario's run with that many. */
 async function benchOnPostgres(run: Run, llmUrl: string, workers?: number): Promise<void> {
+  const service = `service pg${workers !== undefined ? ` with ${workerCount(workers)}` : ''}`;
+  await onScratchDatabase(run, service, (url) => benchService(run, 'pg', llmUrl, url, workers));
+}
+
+/** The persisted pass-through on a scratch database, with the service's default pool size, one session per connection. */
+async function benchPersistedPassthrough(run: Run, llmUrl: string): Promise<void> {
+  await onScratchDatabase(run, 'persisted passthrough', async (url) => {
+    const persisted = await startChild({
+      name: 'persisted passthrough',
+      script: 'scripts/bench/passthrough.ts',
+      args: ['--upstream', llmUrl, '--db-url', url, '--pool-size', String(DEFAULT_POOL_SIZE)],
+      cwd: ROOT,
+      ready: { line: /passthrough listening on (http:\/\/\S+)/ },
+    });
+    await measureTarget(run, 'persisted', persisted.url, ['session'], false);
+    await stopChecked(run, persisted);
+  });
+}
+
+/** Runs `measure` on a database created for it on the PostgreSQL server, dropped afterwards; notes a skip when the server is down. */
+async function onScratchDatabase(run: Run, name: string, measure: (url: string) => Promise<void>): Promise<void> {
   let database: ScratchDatabase;
   try {
     database = await createScratchDatabase(run.options.dbUrl);
   } catch (error) {
-    const note = `service pg skipped: PostgreSQL at ${run.options.dbUrl} is not reachable (${error instanceof Error ? error.message : String(error)})`;
+    const note = `${name} skipped: PostgreSQL at ${run.options.dbUrl} is not reachable (${error instanceof Error ? error.message : String(error)})`;
     run.notes.push(note);
     console.error(note);
     return;
   }
   const unregister = addCleanup(database.drop);
-  const service = `service pg${workers !== undefined ? ` with ${workerCount(workers)}` : ''}`;
-  run.notes.push(`${service} ran on a scratch database ${database.name} created on ${run.options.dbUrl} and dropped afterwards (pool size: the service default)`);
+  run.notes.push(`${name} ran on a scratch database ${database.name} created on ${run.options.dbUrl} and dropped afterwards (pool size ${DEFAULT_POOL_SIZE}, the service default)`);
   try {
-    await benchService(run, 'pg', llmUrl, database.url, workers);
+    await measure(database.url);
   } finally {
     unregister();
     await database.drop();
@@ -132,7 +154,7 @@ async function benchService(run: Run, target: 'pglite' | 'pg', llmUrl: string, d
     const held = await waitForWorkers(service.url, port, service.process.pid!, workers);
     run.notes.push(`${service.name}: every worker took connections before the first cell (a batch of ${held.reduce((a, b) => a + b, 0)} held ${held.join('/')})`);
   }
-  const windows = await measureTarget(run, target, service.url, run.options.modes, target === 'pglite' && run.options.stream, workers);
+  const windows = await measureTarget(run, target, service.url, run.options.modes, workers === undefined && run.options.stream, workers);
   await stopChecked(run, service);
   if (!run.options.profile) return;
   // Threads that were idle all along (tsx's module loader) are left out.

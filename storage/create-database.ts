@@ -45,7 +45,8 @@ export type CreateDatabaseOptions = {
   onMaintenanceError?: (error: Error) => void;
 };
 
-const DEFAULT_POOL_SIZE = 10;
+/** Connections in the PostgreSQL pool unless configured (`database.pool_size`). */
+export const DEFAULT_POOL_SIZE = 10;
 const SCHEMES = new Set(['postgres:', 'postgresql:']);
 const EXPECTED_FORM = '<scheme>://<user>:<password>@<host>:<port>/<database> with scheme postgres or postgresql';
 

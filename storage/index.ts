@@ -11,7 +11,7 @@ import { createOAuthStateRepository } from './oauth-state-repository.js';
 import { createSessionRepository } from './session-repository.js';
 import { createTokenRepository } from './token-repository.js';
 
-export { createDatabase, redactPassword } from './create-database.js';
+export { createDatabase, DEFAULT_POOL_SIZE, redactPassword } from './create-database.js';
 export { DataDirInUseError } from './data-dir-lock.js';
 export type { CreateDatabaseOptions, Database } from './create-database.js';
 export { MEMORY_MIGRATION_TABLE, migrateToLatest } from './migrate.js';

@@ -1,8 +1,11 @@
 import { parseArgs } from 'node:util';
 
 /** The services a chat request can be sent to. */
-export const TARGETS = ['direct', 'passthrough', 'pglite', 'pg'] as const;
-/** A place requests go: the LLM itself, the bare pass-through, or the service on one of its databases. */
+export const TARGETS = ['direct', 'passthrough', 'persisted', 'pglite', 'pg'] as const;
+/**
+ * A place requests go: the LLM itself, the bare pass-through, the persisted pass-through (the
+ * same plus the user's message and the reply committed to PostgreSQL), or the service on one of its databases.
+ */
 export type Target = (typeof TARGETS)[number];
 
 /** What a run measures: chat throughput (the targets), 1 versus N service workers, memory per cached session, long-term recall latency. */
@@ -51,12 +54,12 @@ export const BENCH_USAGE = `Usage: npm run bench -- [options]
   --scenario LIST        of throughput,workers,session-memory,recall (default all; the full sizes take about 45 min)
   --concurrency LIST     connections for non-streaming cells (default 1,32,128)
   --stream-concurrency L connections for streaming cells (default 1,32)
-  --targets LIST         of direct,passthrough,pglite,pg (default all)
+  --targets LIST         of direct,passthrough,persisted,pglite,pg (default all)
   --modes LIST           service session modes: session (one per connection), new (one per request); default both
   --no-stream            skip the streaming cells
   --profile              CPU-profile the service; alone it means --targets pglite --modes session --concurrency 32 --no-stream
   --quiet-wait S         before each cell, wait up to S seconds for other processes + steal to take < 0.2 cores (default 60; 0: don't)
-  --db-url URL           PostgreSQL server for the pg target, the workers and recall scenarios (default $BENCH_DB_URL or postgres://postgres@127.0.0.1:5432/test)
+  --db-url URL           PostgreSQL server for the persisted and pg targets, the workers and recall scenarios (default $BENCH_DB_URL or postgres://postgres@127.0.0.1:5432/test)
 workers:
   --workers LIST         APP_WORKERS of the service on PostgreSQL (default 1,4); cells use --concurrency and --modes
 session-memory:

@@ -1,14 +1,25 @@
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
+import pg from 'pg';
 import { createPassthroughApp } from './passthrough-app.js';
 
-/** CLI: `passthrough.ts --upstream http://127.0.0.1:N [--port N]`; prints `passthrough listening on <url>`. */
+/**
+ * CLI: `passthrough.ts --upstream http://127.0.0.1:N [--port N] [--db-url URL --pool-size N]`;
+ * prints `passthrough listening on <url>`. With `--db-url` it is the persisted pass-through.
+ */
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { upstream: { type: 'string' }, port: { type: 'string', default: '0' }, host: { type: 'string', default: '127.0.0.1' } },
+    options: {
+      upstream: { type: 'string' },
+      port: { type: 'string', default: '0' },
+      host: { type: 'string', default: '127.0.0.1' },
+      'db-url': { type: 'string' },
+      'pool-size': { type: 'string', default: '10' },
+    },
   });
   if (!values.upstream) throw new Error('--upstream is required');
-  const { app, close } = createPassthroughApp(new URL(values.upstream).origin);
+  const database = values['db-url'] ? new pg.Pool({ connectionString: values['db-url'], max: Number(values['pool-size']) }) : undefined;
+  const { app, close } = await createPassthroughApp(new URL(values.upstream).origin, database);
   const server = app.listen(Number(values.port), values.host);
   server.once('listening', () => {
     const { port } = server.address() as AddressInfo;
@@ -17,7 +28,7 @@ async function main(): Promise<void> {
   const stop = () => {
     server.close();
     server.closeAllConnections();
-    void close().finally(() => process.exit(0));
+    void Promise.all([close(), database?.end()]).finally(() => process.exit(0));
   };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);

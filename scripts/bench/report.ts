@@ -62,32 +62,80 @@ export function describeMachine(root: string): Machine {
   };
 }
 
-const LABELS: Record<Target, string> = { direct: 'direct LLM', passthrough: 'passthrough', pglite: 'service pglite', pg: 'service pg' };
+const LABELS: Record<Target, string> = {
+  direct: 'direct LLM',
+  passthrough: 'passthrough',
+  persisted: 'persisted passthrough',
+  pglite: 'service pglite',
+  pg: 'service pg',
+};
 const isService = (target: Target) => target === 'pglite' || target === 'pg';
 
 function find(cells: CellResult[], target: Target, stream: boolean, connections: number): CellResult | undefined {
   return cells.find((cell) => cell.target === target && cell.stream === stream && cell.connections === connections);
 }
 
-/** The goals the run checks: service rps ≥ 70% of the pass-through, < 1 ms added p50 at 1 connection. */
+/**
+ * The goals of the turn path (issue 12), each from cells of this run: req/s at 128
+ * connections at least the persisted pass-through's; at most 1.5 ms added to the p50 at one
+ * connection; at 32 connections at most 1.0 ms of gateway CPU and 0.5 ms of PostgreSQL CPU a
+ * turn; streaming at most 1.5 ms added to the first piece and 2 ms of CPU a stream; on PGlite
+ * at 128 connections a p99 at most 5 times the p50; 4 workers no slower than one.
+ */
 export function checkGoals(allCells: CellResult[]): string[] {
   const goals: string[] = [];
+  const goal = (met: boolean, text: string) => goals.push(`${met ? 'MET ' : 'MISS'} ${text}`);
   const cells = throughputCells(allCells);
   for (const cell of cells.filter((c) => isService(c.target) && !c.stream)) {
     const name = `${LABELS[cell.target]} (${cell.mode}) c=${cell.connections}`;
-    const pass = find(cells, 'passthrough', false, cell.connections);
-    if (pass) {
-      const ratio = cell.result.rps / pass.result.rps;
-      goals.push(`${ratio >= 0.7 ? 'MET ' : 'MISS'} ${name}: rps ${percent(ratio)} of passthrough (goal >= 70%)`);
+    const persisted = find(cells, 'persisted', false, cell.connections);
+    if (persisted && cell.connections === 128) {
+      const ratio = cell.result.rps / persisted.result.rps;
+      goal(ratio >= 1, `${name}: req/s ${ratio.toFixed(2)}x the persisted pass-through (goal >= 1.0x, aim 1.3x)`);
     }
     const direct = find(cells, 'direct', false, cell.connections);
     if (direct && cell.connections === 1) {
       const added = cell.result.latency.p50 - direct.result.latency.p50;
-      goals.push(`${added < 1 ? 'MET ' : 'MISS'} ${name}: p50 +${added.toFixed(2)} ms over direct (goal < 1 ms)`);
+      goal(added <= 1.5, `${name}: p50 +${added.toFixed(2)} ms over direct (goal <= 1.5 ms)`);
     }
+    if (cell.connections === 32 && cell.mode === 'session') {
+      const gateway = cpuPerRequestMs(cell, targetCores(cell));
+      goal(gateway <= 1, `${name}: gateway CPU ${gateway.toFixed(2)} ms a turn (goal <= 1.0 ms)`);
+      if (cell.target === 'pg') {
+        const postgres = cpuPerRequestMs(cell, cell.cpu.byProcess.postgres ?? 0);
+        goal(postgres <= 0.5, `${name}: PostgreSQL CPU ${postgres.toFixed(2)} ms a turn (goal <= 0.5 ms)`);
+      }
+    }
+    if (cell.target === 'pglite' && cell.connections === 128) {
+      const spread = cell.result.latency.p99 / cell.result.latency.p50;
+      goal(spread <= 5, `${name}: p99 ${spread.toFixed(1)}x the p50 (goal <= 5x)`);
+    }
+  }
+  for (const cell of cells.filter((c) => isService(c.target) && c.stream)) {
+    const name = `${LABELS[cell.target]} stream c=${cell.connections}`;
+    const direct = find(cells, 'direct', true, cell.connections);
+    if (direct?.result.firstPiece && cell.result.firstPiece && cell.connections === 1) {
+      const added = cell.result.firstPiece.p50 - direct.result.firstPiece.p50;
+      goal(added <= 1.5, `${name}: first piece p50 +${added.toFixed(2)} ms over direct (goal <= 1.5 ms)`);
+      const cpu = cpuPerRequestMs(cell, targetCores(cell));
+      goal(cpu <= 2, `${name}: ${(1000 * cpu).toFixed(0)} µs of CPU a stream (goal <= 2,000 µs)`);
+    }
+  }
+  for (const cell of allCells.filter((c) => c.workers !== undefined && c.workers > 1 && c.mode === 'session' && c.connections === 128)) {
+    const one = allCells.find((other) => other.workers === 1 && other.mode === 'session' && other.connections === 128);
+    if (one) goal(cell.result.rps >= one.result.rps, `service pg ${cell.workers} workers (session) c=128: ${percent(cell.result.rps / one.result.rps)} of one worker's req/s (goal >= 100%)`);
   }
   return goals;
 }
+
+/** Cores of the process under test during a cell (the LLM itself for direct). */
+function targetCores(cell: CellResult): number {
+  const { bench: _bench, 'fake LLM': llm = 0, postgres: _postgres, ...rest } = cell.cpu.byProcess;
+  return cell.target === 'direct' ? llm : Object.values(rest).reduce((sum, used) => sum + used, 0);
+}
+
+/** CPU milliseconds a request of `cores` used during the cell. */
+const cpuPerRequestMs = (cell: CellResult, cores: number) => (cell.result.rps > 0 ? (1000 * cores) / cell.result.rps : Number.POSITIVE_INFINITY);
 
 /** The cells of the throughput scenario (the workers scenario's have a worker count). */
 const throughputCells = (cells: CellResult[]) => cells.filter((cell) => cell.workers === undefined);
@@ -128,13 +176,14 @@ function scenarioSections(report: BenchReport): Section[] {
 }
 
 function nonStreamingTable(cells: CellResult[]): Table {
-  const headers = ['target', 'mode', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'errors', 'vs direct', 'vs passthrough', '+p50 ms', ...CPU_HEADERS];
+  const headers = ['target', 'mode', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'errors', 'vs direct', 'vs passthrough', 'vs persisted', '+p50 ms', ...CPU_HEADERS];
   const rows = cells
     .filter((cell) => !cell.stream)
     .map((cell) => {
       const { result } = cell;
       const direct = cell.target === 'direct' ? undefined : find(cells, 'direct', false, cell.connections);
-      const pass = isService(cell.target) ? find(cells, 'passthrough', false, cell.connections) : undefined;
+      const pass = isService(cell.target) || cell.target === 'persisted' ? find(cells, 'passthrough', false, cell.connections) : undefined;
+      const persisted = isService(cell.target) ? find(cells, 'persisted', false, cell.connections) : undefined;
       return [
         LABELS[cell.target],
         cell.mode ?? '-',
@@ -145,6 +194,7 @@ function nonStreamingTable(cells: CellResult[]): Table {
         errors(cell),
         direct ? percent(result.rps / direct.result.rps) : '',
         pass ? percent(result.rps / pass.result.rps) : '',
+        persisted ? percent(result.rps / persisted.result.rps) : '',
         direct ? signed(result.latency.p50 - direct.result.latency.p50) : '',
         ...cpuColumns(cell),
       ];
@@ -177,7 +227,7 @@ function streamingTable(cells: CellResult[]): Table {
   return { headers, rows };
 }
 
-const CPU_HEADERS = ['cores bench/target/llm/pg', 'other', 'steal', 'target cpu ms/req'];
+const CPU_HEADERS = ['cores bench/target/llm/pg', 'other', 'steal', 'target cpu ms/req', 'pg cpu ms/req'];
 
 /**
  * Cores used by the load generator, the process under test (the LLM itself for direct), the LLM,
@@ -185,10 +235,16 @@ const CPU_HEADERS = ['cores bench/target/llm/pg', 'other', 'steal', 'target cpu 
  * noise from other processes changes much less than req/s.
  */
 function cpuColumns(cell: CellResult): string[] {
-  const { bench = 0, 'fake LLM': llm = 0, postgres = 0, ...rest } = cell.cpu.byProcess;
-  const target = cell.target === 'direct' ? llm : Object.values(rest).reduce((sum, used) => sum + used, 0);
-  const perRequest = cell.result.rps > 0 ? ((1000 * target) / cell.result.rps).toFixed(2) : '-';
-  return [[bench, target, llm, postgres].map((used) => used.toFixed(2)).join('/'), cell.cpu.foreign.toFixed(2), cell.cpu.steal.toFixed(2), perRequest];
+  const { bench = 0, 'fake LLM': llm = 0, postgres = 0 } = cell.cpu.byProcess;
+  const target = targetCores(cell);
+  const perRequest = (cores: number) => (cell.result.rps > 0 ? cpuPerRequestMs(cell, cores).toFixed(2) : '-');
+  return [
+    [bench, target, llm, postgres].map((used) => used.toFixed(2)).join('/'),
+    cell.cpu.foreign.toFixed(2),
+    cell.cpu.steal.toFixed(2),
+    perRequest(target),
+    postgres > 0 ? perRequest(postgres) : '',
+  ];
 }
 
 const rps = (cell: CellResult) => `${cell.noisy ? '~' : ''}${cell.result.rps.toFixed(0)}`;
