@@ -190,7 +190,7 @@ export const configSchema: convict.Schema<ConfigValues> = {
     idle_ms: { doc: 'A session actor idle this long is evicted from memory, in ms.', format: 'positive-int', default: 600_000, env: 'SESSIONS_IDLE_MS' },
     turn_wait_ms: { doc: 'How long a request waits for a busy session, in ms.', format: 'positive-int', default: 120_000, env: 'SESSIONS_TURN_WAIT_MS' },
     write_wait_ms: {
-      doc: 'How long a turn waits for a failing database write before it answers anyway (the write keeps retrying), in ms.',
+      doc: "How long a turn waits for a failing database write: the user's message must commit within it (else 503); the end of a turn answers anyway after it (the write keeps retrying), in ms.",
       format: 'positive-int',
       default: 5000,
       env: 'SESSIONS_WRITE_WAIT_MS',

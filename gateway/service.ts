@@ -113,13 +113,15 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
   const leases =
     database.kind === 'pg'
       ? new SessionLeases({
-          store: createSessionLeaseRepository(database.db),
+          store: createSessionLeaseRepository(database),
           writer,
           settings: { leaseMs: config.sessions.lease_ms },
           onLost: (sessionId) => {
             logger.warn(`session ${sessionId}: its lease lapsed and another process took it; its actor here is dropped`);
             supervisor.distrust(sessionId);
           },
+          // Another worker or instance got a request for a session cached here: it gets the session as soon as its turn here ends.
+          onHandoverAsked: (sessionId) => supervisor.distrust(sessionId),
           onRenewError: (error) => logger.warn(`renewing session leases failed: ${error.message}`),
         })
       : undefined;
@@ -136,6 +138,8 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
     tools,
     settings: supervisorSettingsOf(config),
   });
+  // Requests for sessions cached by another process are heard before the first request is served.
+  await leases?.ready();
   const webhookStore = createWebhookRepository(database.db);
   const webhookPolicy = { allowHttp: config.webhooks.allow_http, allowPrivateTargets: config.webhooks.allow_private_targets };
   const webhooks = new WebhookDispatcher({
@@ -222,7 +226,7 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
       await webhooks.stop();
       await writer.flush();
       // Every lease was given back through the writer; none is renewed from now on.
-      leases?.close();
+      await leases?.close();
       writer.close();
       stopLogging();
       metrics?.close();

@@ -50,6 +50,9 @@ export type SessionRecord = {
 /** A session lease taken by a process; `generation` counts every acquisition of the session. */
 export type LeaseGrant = { generation: number };
 
+/** What a renewal found: the sessions still held, and those another process asked for. */
+export type LeaseRenewal = { kept: string[]; wanted: string[] };
+
 /**
  * The session leases table: one turn at a time per session across processes. Every
  * method is one statement; none holds a connection beyond it.
@@ -57,10 +60,21 @@ export type LeaseGrant = { generation: number };
 export interface SessionLeaseStore {
   /** Takes the session's lease for `holder` for `ttlMs` if it is free, expired or held by `holder`; undefined if another holds it. */
   tryAcquire(sessionId: string, holder: string, ttlMs: number): Promise<LeaseGrant | undefined>;
-  /** Extends `holder`'s leases; returns the sessions it still holds. */
-  renew(holder: string, sessionIds: string[], ttlMs: number): Promise<string[]>;
+  /**
+   * Asks the process holding the session's lease (another than `asker`) to give it back:
+   * marks the lease wanted and notifies the holder at once (see `onHandoverAsked`).
+   */
+  askHandover(sessionId: string, asker: string): Promise<void>;
+  /** Extends `holder`'s leases; returns the sessions it still holds, and which of them another process asked for. */
+  renew(holder: string, sessionIds: string[], ttlMs: number): Promise<LeaseRenewal>;
   /** Frees the lease if `holder` still holds it at `generation`. */
   release(sessionId: string, holder: string, generation: number): Promise<void>;
+  /**
+   * Calls `asked` whenever another process asks `holder` to give a session back; resolves
+   * once listening. The returned function stops listening. A lost notification is caught by
+   * the next renewal's `wanted`.
+   */
+  onHandoverAsked(holder: string, asked: (sessionId: string) => void): Promise<() => Promise<void>>;
 }
 
 /** One transition of a session's actor between graph states. */

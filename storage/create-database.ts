@@ -6,6 +6,7 @@ import pg from 'pg';
 import { registerTypes } from 'pgvector/pg';
 import { AutoAnalyze } from './auto-analyze.js';
 import { lockDataDir } from './data-dir-lock.js';
+import { listenOnServer, type StopListening } from './notification-listener.js';
 import { PGliteDialect } from './pglite-dialect.js';
 import type { DatabaseSchema } from './database-schema.js';
 
@@ -18,6 +19,8 @@ export type Database = {
   hasVector: boolean;
   /** The embedded database's stand-in for autovacuum's analyze: told of writes to the tables whose plans depend on statistics. */
   autoAnalyze?: AutoAnalyze;
+  /** Calls `onPayload` with each notification on `channel` (`NOTIFY`/`pg_notify`); resolves once listening, with the way to stop. */
+  listen(channel: string, onPayload: (payload: string) => void): Promise<StopListening>;
   close(): Promise<void>;
 };
 
@@ -70,7 +73,24 @@ function openServer(url: string, options: CreateDatabaseOptions): Database {
   // without this listener that, too, would crash the process.
   pool.on('connect', (client) => client.on('error', (error) => options.onIdleError?.(error)));
   const db = new Kysely<DatabaseSchema>({ dialect: new PostgresDialect({ pool }) });
-  return { db, kind: 'pg', hasVector: options.vector, close: () => db.destroy() };
+  const listeners = new Set<StopListening>();
+  return {
+    db,
+    kind: 'pg',
+    hasVector: options.vector,
+    async listen(channel, onPayload) {
+      const stop = await listenOnServer(url, channel, onPayload, (error) => options.onIdleError?.(error));
+      listeners.add(stop);
+      return async () => {
+        listeners.delete(stop);
+        await stop();
+      };
+    },
+    async close() {
+      await Promise.all([...listeners].map((stop) => stop()));
+      await db.destroy();
+    },
+  };
 }
 
 /**
@@ -116,6 +136,7 @@ async function openEmbedded(options: CreateDatabaseOptions): Promise<Database> {
     kind: 'pglite',
     hasVector: options.vector,
     autoAnalyze,
+    listen: (channel, onPayload) => pglite.listen(channel, onPayload),
     async close() {
       await autoAnalyze.close();
       await db.destroy();

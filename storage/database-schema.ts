@@ -34,6 +34,8 @@ export type SessionLeasesTable = {
   /** bigint: read back as a string by `pg`. */
   generation: ColumnType<string | number, number | undefined, number>;
   expires_at: Date;
+  /** Another process asked for the session: the holder gives the lease back once its turn ends. */
+  wanted: ColumnType<boolean, boolean | undefined, boolean>;
 };
 
 /** The `session_transitions` table: each transition a session's actor took, in order. */

@@ -187,6 +187,13 @@ export const coreMigrations: Record<string, Migration> = {
       await db.schema.alterTable('webhook_subscriptions').addColumn('owner_user_id', 'varchar(255)').execute();
     },
   },
+  '0008_session_lease_handover': {
+    async up(db: Kysely<any>) {
+      // A process keeps a session's lease while its actor is cached; another process that
+      // needs the session sets this (and notifies), and the holder gives the lease back.
+      await db.schema.alterTable('session_leases').addColumn('wanted', 'boolean', (column) => column.notNull().defaultTo(false)).execute();
+    },
+  },
 };
 
 /**

@@ -1,10 +1,13 @@
 import { sql } from 'kysely';
-import type { Kysely } from 'kysely';
-import type { LeaseGrant, SessionLeaseStore } from '../runtime/ports.js';
-import type { DatabaseSchema } from './database-schema.js';
+import type { LeaseGrant, LeaseRenewal, SessionLeaseStore } from '../runtime/ports.js';
+import type { Database } from './create-database.js';
+
+/** The channel on which a process asks a lease's holder to give it back; the payload is `<holder> <session id>`. */
+const HANDOVER_CHANNEL = 'svc_agent_session_handover';
 
 /** The session_leases table behind the runtime's SessionLeaseStore port. */
-export function createSessionLeaseRepository(db: Kysely<DatabaseSchema>): SessionLeaseStore {
+export function createSessionLeaseRepository(database: Database): SessionLeaseStore {
+  const { db } = database;
   return {
     async tryAcquire(sessionId: string, holder: string, ttlMs: number): Promise<LeaseGrant | undefined> {
       // The conflict update runs on the newest row version, so of racing processes at most one
@@ -13,15 +16,23 @@ export function createSessionLeaseRepository(db: Kysely<DatabaseSchema>): Sessio
         insert into session_leases as lease (session_id, holder, generation, expires_at)
         values (${sessionId}, ${holder}, 1, now() + ${ttlMs} * interval '1 millisecond')
         on conflict (session_id) do update
-          set holder = excluded.holder, generation = lease.generation + 1, expires_at = excluded.expires_at
+          set holder = excluded.holder, generation = lease.generation + 1, expires_at = excluded.expires_at, wanted = false
           where lease.expires_at <= now() or lease.holder = excluded.holder
         returning generation`.execute(db);
       const row = rows[0];
       return row ? { generation: Number(row.generation) } : undefined;
     },
 
-    async renew(holder: string, sessionIds: string[], ttlMs: number): Promise<string[]> {
-      if (sessionIds.length === 0) return [];
+    async askHandover(sessionId: string, asker: string): Promise<void> {
+      // The notification is sent when the statement commits, with the holder the row names then.
+      await sql`
+        update session_leases set wanted = true
+        where session_id = ${sessionId} and holder <> ${asker} and expires_at > now()
+        returning pg_notify(${HANDOVER_CHANNEL}, holder || ' ' || session_id)`.execute(db);
+    },
+
+    async renew(holder: string, sessionIds: string[], ttlMs: number): Promise<LeaseRenewal> {
+      if (sessionIds.length === 0) return { kept: [], wanted: [] };
       const rows = await db
         .updateTable('session_leases')
         .set({ expires_at: sql<Date>`now() + ${ttlMs} * interval '1 millisecond'` })
@@ -29,9 +40,9 @@ export function createSessionLeaseRepository(db: Kysely<DatabaseSchema>): Sessio
         .where('session_id', 'in', sessionIds)
         // A lease given back (or lapsed) is not taken again by a renewal.
         .where('expires_at', '>', sql<Date>`now()`)
-        .returning('session_id')
+        .returning(['session_id', 'wanted'])
         .execute();
-      return rows.map((row) => row.session_id);
+      return { kept: rows.map((row) => row.session_id), wanted: rows.filter((row) => row.wanted).map((row) => row.session_id) };
     },
 
     async release(sessionId: string, holder: string, generation: number): Promise<void> {
@@ -42,6 +53,13 @@ export function createSessionLeaseRepository(db: Kysely<DatabaseSchema>): Sessio
         .where('holder', '=', holder)
         .where('generation', '=', generation)
         .execute();
+    },
+
+    onHandoverAsked(holder: string, asked: (sessionId: string) => void): Promise<() => Promise<void>> {
+      return database.listen(HANDOVER_CHANNEL, (payload) => {
+        const space = payload.indexOf(' ');
+        if (space > 0 && payload.slice(0, space) === holder) asked(payload.slice(space + 1));
+      });
     },
   };
 }

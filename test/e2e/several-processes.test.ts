@@ -158,5 +158,74 @@ for (const shared of databases) {
       expect(reply).to.include({ status: 200, content: 'Echo: are you there?' });
       expect(Date.now() - started).to.be.greaterThan(900);
     });
+
+    it('keeps the lease while the actor is cached: turns on one process leave the lease row as it was', async () => {
+      const sessionId = randomUUID();
+      for (const content of ['one', 'two', 'three']) expect(await chat(first, [{ role: 'user', content }], sessionId)).to.include({ status: 200, content: `Echo: ${content}` });
+      const client = new pg.Client({ connectionString: database.url });
+      await client.connect();
+      try {
+        const lease = await client.query('select generation, expires_at > now() as held from session_leases where session_id = $1', [sessionId]);
+        expect(lease.rows).to.deep.equal([{ generation: '1', held: true }]);
+      } finally {
+        await client.end();
+      }
+    });
+  });
+}
+
+/**
+ * A lease far longer than the wait for a busy session: a request on another process is
+ * served only because the holder hands the session over when asked (PostgreSQL's
+ * notifications), not because the lease ran out.
+ */
+if (process.env.TEST_DATABASE_URL) {
+  const baseUrl = process.env.TEST_DATABASE_URL;
+  describe('a session cached by one process, asked for by another (PostgreSQL server)', function () {
+    this.timeout(60_000);
+    let llm: FakeLlm;
+    let schema: { url: string; drop(): Promise<void> };
+    let first: TestService;
+    let second: TestService;
+
+    before(async () => {
+      llm = await startFakeLlm();
+      schema = await createServerSchema(baseUrl, 'handover');
+      const env = { DB_URL: schema.url, DB_POOL_SIZE: '4', SESSIONS_LEASE_MS: '60000', SESSIONS_TURN_WAIT_MS: '5000' };
+      first = await startTestService({ llm, env });
+      second = await startTestService({ llm, env });
+    });
+    after(async () => {
+      await first?.close();
+      await second?.close();
+      await schema?.drop();
+      await llm?.close();
+    });
+
+    it('is handed over at once, back and forth, each turn continuing from the one before', async () => {
+      const sessionId = randomUUID();
+      const services = [first, second, first, second];
+      for (const [index, service] of services.entries()) {
+        const reply = await chat(service, [{ role: 'user', content: `turn ${index + 1}` }], sessionId);
+        expect(reply, `turn ${index + 1}`).to.include({ status: 200, content: `Echo: turn ${index + 1}` });
+      }
+      const lastContext = llm.requests.at(-1)!.body.messages as Message[];
+      expect(lastContext.filter((message) => message.role === 'user').map((message) => message.content)).to.deep.equal(['turn 1', 'turn 2', 'turn 3', 'turn 4']);
+      expect((await transcript(schema.url, sessionId)).map((row) => row.message)).to.deep.equal(
+        ['turn 1', 'Echo: turn 1', 'turn 2', 'Echo: turn 2', 'turn 3', 'Echo: turn 3', 'turn 4', 'Echo: turn 4'],
+      );
+    });
+
+    it('waits for the turn running on the holder, then is served', async () => {
+      const sessionId = randomUUID();
+      expect(await chat(first, [{ role: 'user', content: 'warm up' }], sessionId)).to.include({ status: 200 });
+      const slow = chat(first, [{ role: 'user', content: 'slow [[slow:800]]' }], sessionId);
+      await llm.waitForRequest((request) => JSON.stringify(request.body.messages ?? []).includes('slow [[slow:800]]'));
+      const other = await chat(second, [{ role: 'user', content: 'from the other process' }], sessionId);
+      expect(other).to.include({ status: 200, content: 'Echo: from the other process' });
+      expect(await slow).to.include({ status: 200 });
+      const stored = (await transcript(schema.url, sessionId)).map((row) => row.message);
+      expect(stored.slice(2)).to.deep.equal(['slow [[slow:800]]', 'Echo: slow [[slow:800]]', 'from the other process', 'Echo: from the other process']);
+    });
   });
 }

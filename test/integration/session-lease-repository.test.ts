@@ -14,7 +14,7 @@ for (const target of databaseTargets()) {
     before(async () => {
       database = await target.open({ vector: false });
       await migrateToLatest(database, { vector: false, embeddingDimensions: 3 });
-      leases = createSessionLeaseRepository(database.db);
+      leases = createSessionLeaseRepository(database);
     });
     after(async () => {
       await database?.close();
@@ -46,7 +46,7 @@ for (const target of databaseTargets()) {
       await leases.tryAcquire(sessionId, 'process-a', 60_000);
       await lapse(sessionId);
       expect(await leases.tryAcquire(sessionId, 'process-b', 60_000)).to.deep.equal({ generation: 2 });
-      expect(await leases.renew('process-a', [sessionId], 60_000)).to.deep.equal([]);
+      expect(await leases.renew('process-a', [sessionId], 60_000)).to.deep.equal({ kept: [], wanted: [] });
       await leases.release(sessionId, 'process-a', 1);
       expect(await leases.tryAcquire(sessionId, 'process-c', 60_000)).to.equal(undefined);
     });
@@ -56,8 +56,51 @@ for (const target of databaseTargets()) {
       await leases.tryAcquire(kept, 'process-a', 60_000);
       const grant = await leases.tryAcquire(given, 'process-a', 60_000);
       await leases.release(given, 'process-a', grant!.generation);
-      expect(await leases.renew('process-a', [kept, given], 60_000)).to.deep.equal([kept]);
+      expect(await leases.renew('process-a', [kept, given], 60_000)).to.deep.equal({ kept: [kept], wanted: [] });
       expect(await leases.tryAcquire(given, 'process-b', 60_000)).to.deep.equal({ generation: 2 });
+    });
+
+    it('asks the holder to hand a lease over: the holder hears it at once, and its renewals say so until the next holder takes it', async () => {
+      const sessionId = randomUUID();
+      const heard: string[] = [];
+      const stop = await leases.onHandoverAsked('process-a', (asked) => heard.push(asked));
+      try {
+        const grant = await leases.tryAcquire(sessionId, 'process-a', 60_000);
+        await leases.askHandover(sessionId, 'process-b');
+        // pglite-socket (a test stand-in for a server) does not pass notifications on; renewals still tell.
+        if (target.backend !== 'pglite-socket') {
+          for (let waited = 0; heard.length === 0 && waited < 5_000; waited += 10) await new Promise((resolve) => setTimeout(resolve, 10));
+          expect(heard).to.deep.equal([sessionId]);
+        }
+        expect(await leases.renew('process-a', [sessionId], 60_000)).to.deep.equal({ kept: [sessionId], wanted: [sessionId] });
+
+        await leases.release(sessionId, 'process-a', grant!.generation);
+        expect(await leases.tryAcquire(sessionId, 'process-b', 60_000)).to.deep.equal({ generation: 2 });
+        expect(await leases.renew('process-b', [sessionId], 60_000)).to.deep.equal({ kept: [sessionId], wanted: [] });
+      } finally {
+        await stop();
+      }
+    });
+
+    it('asks nobody when the lease is free, lapsed or held by the asker itself', async () => {
+      const [free, lapsed, own] = [randomUUID(), randomUUID(), randomUUID()];
+      const heard: string[] = [];
+      const stopA = await leases.onHandoverAsked('process-a', (asked) => heard.push(asked));
+      const stopB = await leases.onHandoverAsked('process-b', (asked) => heard.push(asked));
+      try {
+        await leases.tryAcquire(lapsed, 'process-a', 60_000);
+        await lapse(lapsed);
+        await leases.tryAcquire(own, 'process-b', 60_000);
+        await leases.askHandover(free, 'process-b');
+        await leases.askHandover(lapsed, 'process-b');
+        await leases.askHandover(own, 'process-b');
+        // A request that is heard comes within milliseconds (see the test above).
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        expect(heard).to.deep.equal([]);
+        expect(await leases.renew('process-b', [own], 60_000)).to.deep.equal({ kept: [own], wanted: [] });
+      } finally {
+        await Promise.all([stopA(), stopB()]);
+      }
     });
 
     it('lets exactly one of many racing holders take a free session', async () => {

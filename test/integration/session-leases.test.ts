@@ -19,7 +19,7 @@ for (const target of databaseTargets().filter((each) => each.backend !== 'pglite
     before(async () => {
       database = await target.open({ vector: false });
       await migrateToLatest(database, { vector: false, embeddingDimensions: 3 });
-      store = createSessionLeaseRepository(database.db);
+      store = createSessionLeaseRepository(database);
     });
     after(async () => {
       await database?.close();
@@ -33,11 +33,11 @@ for (const target of databaseTargets().filter((each) => each.backend !== 'pglite
       const renewals: string[][] = [];
       // The real store; its release answers only once the test lets it, after the statement committed.
       const slowAnswer: SessionLeaseStore = {
-        tryAcquire: (...args) => store.tryAcquire(...args),
+        ...store,
         renew: async (...args) => {
-          const kept = await store.renew(...args);
-          renewals.push(kept);
-          return kept;
+          const renewal = await store.renew(...args);
+          renewals.push(renewal.kept);
+          return renewal;
         },
         release: async (...args) => {
           await store.release(...args);
@@ -56,6 +56,7 @@ for (const target of databaseTargets().filter((each) => each.backend !== 'pglite
         const sessionId = randomUUID();
         await leases.acquire(sessionId, 1000);
         leases.release(sessionId);
+        leases.giveBack(sessionId);
         await committed;
         // A renewal (every third of the lease) runs while the release's answer is on its way.
         const renewalsBefore = renewals.length;
@@ -67,7 +68,7 @@ for (const target of databaseTargets().filter((each) => each.backend !== 'pglite
         expect(leases.heldCount).to.equal(1);
       } finally {
         openGate();
-        leases.close();
+        await leases.close();
       }
     });
 
@@ -83,7 +84,7 @@ for (const target of databaseTargets().filter((each) => each.backend !== 'pglite
         expect(lost).to.deep.equal([sessionId]);
         expect(leases.heldCount).to.equal(0);
       } finally {
-        leases.close();
+        await leases.close();
       }
     });
   });

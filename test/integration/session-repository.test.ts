@@ -69,7 +69,7 @@ for (const target of databaseTargets()) {
     });
 
     describe('a turn ending under its lease (completeTurn with a fence)', () => {
-      const leases = () => createSessionLeaseRepository(database.db);
+      const leases = () => createSessionLeaseRepository(database);
       const answer = (sessionId: string, message: string) => [{ userId: 'user-a', sessionId, role: 'assistant', message }];
 
       /** Lets the session's lease lapse, as a database outage longer than the lease would. */

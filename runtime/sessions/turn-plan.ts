@@ -1,0 +1,91 @@
+import type { ChatMessage } from '../chat-types.js';
+import { ServiceError } from '../service-error.js';
+import type { ActorCache } from './actor-cache.js';
+import { EMPTY_HISTORY_HASH, textOf, toTurn, type ClientConversation, type Turn } from './conversation-history.js';
+import type { TurnStore } from './turn-store.js';
+import { LLM_FAILURE_PREFIX, type TurnPlan, type TurnRequest } from './turn-types.js';
+
+/** What planning a turn reads from. */
+export type PlanSources = { cache: ActorCache; store: TurnStore; shortTermTurns: number; newSessionId: () => string };
+
+/** A client conversation as the turn path sees it: split, with its resent history's hash. */
+export type PlannedConversation = ClientConversation & { prefixHash: string | null; forceNew?: boolean };
+
+/** The session a request belongs to: the one it names, the one its resent history continues, or a new one. */
+export async function findSessionId(sources: PlanSources, request: TurnRequest, prefixHash: string | null): Promise<string> {
+  if (request.sessionHint) return request.sessionHint;
+  if (prefixHash !== null) {
+    const known = await sources.store.findByHistoryHash(request.userId, prefixHash);
+    if (known) return known.sessionId;
+  }
+  return sources.newSessionId();
+}
+
+/**
+ * Decides what the turn stores and which dialogue it sends, after the session is held.
+ * A resent history that no longer matches the stored one (an edited or regenerated turn)
+ * forks: the caller moves the turn to a new session and the stored transcript is untouched.
+ * A cached session reads nothing: its row and last turns are kept beside its actor.
+ */
+export async function planTurn(
+  sources: PlanSources,
+  sessionId: string,
+  generation: number,
+  request: TurnRequest,
+  conversation: PlannedConversation,
+): Promise<TurnPlan | 'fork'> {
+  const { cache, store } = sources;
+  // A session whose actor lives here was last written by this process: its row is known.
+  const cached = cache.get(sessionId);
+  const { created, ...session } = cached ? { ...cached.session, created: false } : await store.claim(sessionId, request.userId);
+  if (session.userId !== request.userId) {
+    throw new ServiceError('FORBIDDEN', `session ${sessionId} belongs to another user`, { param: 'session_id' });
+  }
+  if (session.deletedAt) {
+    throw new ServiceError('GONE', `session ${sessionId} was deleted and cannot be continued`, { param: 'session_id' });
+  }
+  const { prefix, tail, prefixHash } = conversation;
+  const tailTurns = tail.map(toTurn);
+  const isNew = session.historyHash === null || conversation.forceNew === true;
+  // A brand-new conversation stores the history the client sent with it; a continued one, its new turns.
+  const turns = isNew && prefixHash !== null ? [...prefix.map(toTurn), ...tailTurns] : tailTurns;
+  // The same request again after a turn that ended unanswered (cancelled, a tool needed an
+  // account, or its process died: then this process has no actor of the session, and a first
+  // turn left no history hash): its messages are stored already, and a stored tail equal to
+  // the request's can only be that. A row this request created holds nothing yet.
+  const mayRetry = conversation.forceNew !== true && !created && (hasUnansweredTurn(session.snapshot) || !cached);
+  const isRetry = mayRetry && (await store.isRetriedTail(sessionId, turns));
+  const toStore = isRetry ? [] : turns;
+  // A row this request created holds no turns; otherwise they are known only when cached.
+  const known = created ? [] : cached?.recent;
+  if (prefixHash === null) {
+    const recent = isNew ? known : (known ?? (await store.recentTurns(sessionId, sources.shortTermTurns)));
+    const history = isNew ? [] : dialogueOf(recent ?? []);
+    const dialogue = isRetry && !isNew ? history : [...history, ...tail];
+    return { session, isNew, recent, generation, toStore, dialogue, baseHash: session.historyHash ?? EMPTY_HISTORY_HASH, hashed: tailTurns };
+  }
+  const dialogue = withoutFailedReplies([...prefix, ...tail]);
+  if (isNew) return { session, isNew, recent: known, generation, toStore, dialogue, baseHash: EMPTY_HISTORY_HASH, hashed: turns };
+  if (prefixHash !== session.historyHash) return 'fork';
+  return { session, isNew, recent: known, generation, toStore, dialogue, baseHash: prefixHash, hashed: tailTurns };
+}
+
+/** True when a stored snapshot says the session's last turn ended unanswered. */
+function hasUnansweredTurn(snapshot: unknown): boolean {
+  return (snapshot as { unanswered?: unknown } | null)?.unanswered === true;
+}
+
+/** The turns of a transcript that enter a context: system, user and assistant; tool activity and failed replies stay out. */
+function dialogueOf(turns: Turn[]): ChatMessage[] {
+  return turns
+    .filter((turn) => turn.role === 'user' || turn.role === 'assistant' || turn.role === 'system')
+    .map((turn) => ({ role: turn.role, content: turn.content }) as ChatMessage);
+}
+
+/**
+ * A resent history without the replies that are this service's failure texts (streamed or
+ * not, they hold the specification's prefix): a failed turn never reaches a later context.
+ */
+function withoutFailedReplies(dialogue: ChatMessage[]): ChatMessage[] {
+  return dialogue.filter((message) => message.role !== 'assistant' || !textOf(message).includes(LLM_FAILURE_PREFIX));
+}

@@ -1,0 +1,145 @@
+import type { EventBus } from '../observability/event-bus.js';
+import type { ConversationStore, LeaseFence, SessionProgress, SessionRecord, SessionStore } from '../ports.js';
+import { ServiceError } from '../service-error.js';
+import type { Turn } from './conversation-history.js';
+import type { DurableWriter } from './durable-writer.js';
+
+/** What the turn store is built from. */
+export type TurnStoreDeps = {
+  conversations: ConversationStore;
+  sessions: SessionStore;
+  writer: DurableWriter;
+  events: EventBus;
+  /** How long a turn waits for a write to commit before it answers anyway (the write goes on). */
+  writeWaitMs: number;
+  /** Called when a fenced end-of-turn write found that another process took the session meanwhile. */
+  onFenceLost: (sessionId: string) => void;
+};
+
+/**
+ * What the turn path reads and writes: a session's row and turns. Reads the turn cannot go
+ * on without fail it with DATABASE_UNAVAILABLE; writes go through the durable writer, in
+ * order per session, retried until they commit.
+ */
+export class TurnStore {
+  constructor(private readonly deps: TurnStoreDeps) {}
+
+  /** The session with this resent history's hash, if the user has one. */
+  findByHistoryHash(userId: string, historyHash: string): Promise<SessionRecord | undefined> {
+    return this.read('find session by history', () => this.deps.sessions.findByHistoryHash(userId, historyHash));
+  }
+
+  /** The session's row, created for `userId` if missing; `created` says whether this call made it. */
+  claim(sessionId: string, userId: string): Promise<SessionRecord & { created: boolean }> {
+    return this.read('claim session', () => this.deps.sessions.claim(sessionId, userId));
+  }
+
+  /** The session's last `count` stored turns, oldest first. */
+  async recentTurns(sessionId: string, count: number): Promise<Turn[]> {
+    const records = await this.read('read recent turns', () => this.deps.conversations.recent(sessionId, count));
+    return records.map((record) => ({ role: record.role, content: record.message }));
+  }
+
+  /**
+   * True when the session's last records are `turns`. Turns of a session alternate and are
+   * written one turn at a time, so an identical tail can only be an earlier attempt's commit.
+   */
+  async isStoredTail(sessionId: string, turns: Turn[]): Promise<boolean> {
+    const tail = await this.deps.conversations.recent(sessionId, turns.length);
+    return tail.length === turns.length && tail.every((record, index) => record.role === turns[index]!.role && record.message === turns[index]!.content);
+  }
+
+  /** As `isStoredTail`, for a turn deciding whether its request is a retry. */
+  isRetriedTail(sessionId: string, turns: Turn[]): Promise<boolean> {
+    return this.read('read the last turns', () => this.isStoredTail(sessionId, turns));
+  }
+
+  /**
+   * Stores the end of a turn: its turns and the session's progress, in one statement,
+   * through the durable writer. The turn waits for the commit up to `writeWaitMs`; past
+   * that (the reply is already on its way) it ends while the write keeps retrying in order.
+   */
+  async persistEnd(sessionId: string, turns: Turn[], userId: string, progress: SessionProgress, fence?: LeaseFence): Promise<void> {
+    const records = turns.map((turn) => ({ userId, sessionId, role: turn.role, message: turn.content }));
+    let attempts = 0;
+    const write = this.deps.writer.write(sessionId, 'store the reply and the session snapshot', async () => {
+      attempts += 1;
+      // A retry after a lost acknowledgement must not store the turns twice.
+      const pending = attempts > 1 && turns.length > 0 && (await this.isStoredTail(sessionId, turns)) ? [] : records;
+      const stored = await this.deps.sessions.completeTurn(sessionId, pending, progress, fence);
+      // Another process took the session while this write waited (its lease lapsed in a
+      // database outage): its snapshot stands, and the actor here is stale.
+      if (!stored && fence) this.deps.onFenceLost(sessionId);
+    });
+    if (turns.length > 0) {
+      write.then(
+        () => this.deps.events.emit('memory:written', { sessionId, userId, entries: turns.length, kind: 'conversation' }),
+        () => undefined,
+      );
+    }
+    await this.waitForWrite(write);
+  }
+
+  /**
+   * Stores the user's turns before anything is answered. They must commit within
+   * `writeWaitMs`: otherwise (the database is down) the write is called off and the turn
+   * fails with DATABASE_UNAVAILABLE, so that nothing is answered that is not stored. A try
+   * already sent may still commit; the client's retry then finds it stored (isStoredTail).
+   */
+  async persistBeforeAnswer(sessionId: string, turns: Turn[], userId: string): Promise<void> {
+    if (turns.length === 0) return;
+    const records = turns.map((turn) => ({ userId, sessionId, role: turn.role, message: turn.content }));
+    let attempts = 0;
+    let calledOff = false;
+    const write = this.deps.writer.write(sessionId, 'store user turn', async () => {
+      if (calledOff) return false;
+      attempts += 1;
+      // A retry after a lost acknowledgement must not store the turns twice.
+      if (attempts === 1 || !(await this.isStoredTail(sessionId, turns))) await this.deps.conversations.append(records);
+      return true;
+    });
+    if (!(await this.waitForWrite(write))) {
+      calledOff = true;
+      throw new ServiceError('DATABASE_UNAVAILABLE', 'the database is unavailable; try again shortly', { headers: { 'Retry-After': '1' } });
+    }
+    this.deps.events.emit('memory:written', { sessionId, userId, entries: turns.length, kind: 'conversation' });
+  }
+
+  /** Queues work behind the session's writes (e.g. memory consolidation, ending a session). */
+  after<T>(sessionId: string, operation: string, work: () => Promise<T>): Promise<T> {
+    return this.deps.writer.write(sessionId, operation, work);
+  }
+
+  /**
+   * Waits for a write to commit, at most `writeWaitMs` (true: it did); a write still retrying goes on alone.
+   * A write that failed for good (the database refused its data) fails the turn: it is never
+   * answered as if it were stored.
+   */
+  private async waitForWrite(write: Promise<unknown>): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), this.deps.writeWaitMs);
+    });
+    try {
+      return await Promise.race([write.then(() => true), deadline]);
+    } catch (error) {
+      throw new ServiceError('INTERNAL', 'The turn could not be stored, so it was not answered.', { cause: error });
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Runs a read that the turn cannot go on without; a database failure becomes a 503. */
+  private async read<T>(operation: string, read: () => Promise<T>): Promise<T> {
+    try {
+      return await read();
+    } catch (error) {
+      if (error instanceof ServiceError) throw error;
+      this.deps.events.emit('storage:error', { operation, error: error as Error, attempt: 1, willRetry: false });
+      throw new ServiceError('DATABASE_UNAVAILABLE', 'the database is unavailable; try again shortly', {
+        cause: error,
+        headers: { 'Retry-After': '1' },
+      });
+    }
+  }
+}

@@ -1,0 +1,87 @@
+import type { ChatMessage, GenerationParams, ToolCall, ToolDefinition, Usage } from '../chat-types.js';
+import type { ToolCallDelta } from '../llm/llm-client.js';
+import type { SessionRecord } from '../ports.js';
+import type { Turn } from './conversation-history.js';
+
+/** The prefix the specification gives a failed LLM call's reply. */
+export const LLM_FAILURE_PREFIX = 'Error: An error occurred during async LLM call: ';
+
+/**
+ * The stored role of a reply that is a failure's text: kept in the transcript as the client
+ * saw it, and, like every role but system, user and assistant, never placed in a context.
+ */
+export const FAILED_REPLY_ROLE = 'assistant_error';
+
+/** One user turn, as the gateway hands it over. */
+export type TurnRequest = {
+  userId: string;
+  /** The session the client named (X-Session-ID or session_id), if any. */
+  sessionHint?: string;
+  messages: ChatMessage[];
+  params: GenerationParams;
+  /** Tools the client runs itself: their calls are returned to it, not run here. */
+  clientTools?: ToolDefinition[];
+};
+
+/** Where a turn's answer goes while it is produced. */
+export type TurnHandlers = {
+  /** Aborts the turn: the LLM request or tool call in flight is cancelled. */
+  signal: AbortSignal;
+  /** Called once the session is known and the user's message is stored, before any answer. */
+  onSessionReady?: (sessionId: string) => void;
+  /** Streams the answer: each content piece as it arrives. */
+  onContent?: (piece: string) => void;
+  /** Streams tool-call pieces of calls the client runs itself. */
+  onToolCallDelta?: (delta: ToolCallDelta) => void;
+  /** Called every `heartbeatMs` while tools run, so a quiet stream stays open. */
+  onHeartbeat?: () => void;
+};
+
+/** How a turn ended. */
+export type TurnOutcome = {
+  sessionId: string;
+  content: string;
+  toolCalls: ToolCall[];
+  finishReason: string;
+  usage: Usage | null;
+  failure: { source: 'llm' | 'tool'; message: string } | null;
+  cancelled: boolean;
+};
+
+/** The supervisor's settings. */
+export type SupervisorSettings = {
+  systemPrompt: string;
+  shortTermTurns: number;
+  maxToolRounds: number;
+  cacheSize: number;
+  idleMs: number;
+  turnWaitMs: number;
+  /** How long a turn waits for a write to commit before it answers anyway (the write goes on). */
+  writeWaitMs: number;
+  /** Interval of heartbeats while tools run. */
+  heartbeatMs: number;
+  /**
+   * How a failed LLM call is answered: `reply`, the specification's error text as the reply;
+   * `http`, an error the client can retry (the turn stays unanswered, so a retry is not stored twice).
+   */
+  failureMode: 'reply' | 'http';
+};
+
+/** How a resolved turn treats the client's messages. */
+export type TurnPlan = {
+  session: SessionRecord;
+  /** Messages to store before answering, in order. */
+  toStore: Turn[];
+  /** The dialogue placed after the system prompt and memories. */
+  dialogue: ChatMessage[];
+  /** The conversation hash before this turn's new turns. */
+  baseHash: string;
+  /** The turns that follow `baseHash` before the reply (stored now or by an earlier attempt). */
+  hashed: Turn[];
+  /** True when the conversation is brand new or forked (no stored turns to continue). */
+  isNew: boolean;
+  /** The session's last stored turns before this turn, when known (see CachedActor). */
+  recent?: Turn[];
+  /** The session lease's generation this turn runs under (0 without leases). */
+  generation: number;
+};
