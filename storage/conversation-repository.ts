@@ -1,24 +1,42 @@
-import { sql } from 'kysely';
+import { CompiledQuery, sql } from 'kysely';
 import type { Kysely, Selectable } from 'kysely';
 import type { ConversationRecord, ConversationStore, NewConversationRecord } from '../runtime/ports.js';
 import type { ConversationsTable, DatabaseSchema } from './database-schema.js';
+import { GroupCommit } from './group-commit.js';
 import { rowLimit } from './row-limit.js';
+
+/**
+ * Stores rows in the given order: one statement of fixed text whatever the number of rows
+ * (the columns as arrays), so it is never rebuilt; ids follow the order of `position`.
+ */
+const APPEND = `insert into conversations (user_id, session_id, role, message)
+  select item.user_id, item.session_id, item.role, item.message
+  from unnest($1::varchar[], $2::varchar[], $3::varchar[], $4::text[]) with ordinality as item(user_id, session_id, role, message, position)
+  order by item.position
+  returning id, user_id, session_id, role, message, created_at`;
 
 /** The conversation table behind the runtime's ConversationStore port. */
 export function createConversationRepository(db: Kysely<DatabaseSchema>): ConversationStore {
+  // The appends of concurrent turns commit together (group commit).
+  const appends = new GroupCommit<NewConversationRecord[], ConversationRecord[]>(async (batches) => {
+    const records = batches.flat();
+    const { rows } = await db.executeQuery<Selectable<ConversationsTable>>(
+      CompiledQuery.raw(APPEND, [
+        records.map((record) => record.userId),
+        records.map((record) => record.sessionId),
+        records.map((record) => record.role),
+        records.map((record) => record.message),
+      ]),
+    );
+    // Ids follow the insertion order, whatever order RETURNING uses.
+    const stored = rows.map(toRecord).sort((a, b) => a.id - b.id);
+    let next = 0;
+    return batches.map((batch) => stored.slice(next, (next += batch.length)));
+  });
   return {
     async append(records: NewConversationRecord[]): Promise<ConversationRecord[]> {
       if (records.length === 0) return [];
-      // One statement is one transaction; PostgreSQL numbers the VALUES rows in the given order.
-      const rows = await db
-        .insertInto('conversations')
-        .values(
-          records.map(toConversationRow),
-        )
-        .returningAll()
-        .execute();
-      // Ids follow the VALUES order, so id order is the given order whatever order RETURNING uses.
-      return rows.map(toRecord).sort((a, b) => a.id - b.id);
+      return appends.run(records);
     },
 
     async recent(sessionId: string, limit: number): Promise<ConversationRecord[]> {
@@ -69,9 +87,4 @@ function toRecord(row: Selectable<ConversationsTable>): ConversationRecord {
     message: row.message,
     createdAt: row.created_at,
   };
-}
-
-/** A conversation record as a row to insert. */
-export function toConversationRow(record: NewConversationRecord) {
-  return { user_id: record.userId, session_id: record.sessionId, role: record.role, message: record.message };
 }

@@ -1,76 +1,47 @@
-import { sql } from 'kysely';
-import type { ExpressionBuilder, Kysely, QueryCreator, Selectable } from 'kysely';
+import { CompiledQuery, sql } from 'kysely';
+import type { Kysely, Selectable } from 'kysely';
 import type { LeaseFence, NewConversationRecord, SessionCursor, SessionPage, SessionProgress, SessionRecord, SessionStore, StoredTransition } from '../runtime/ports.js';
-import { toConversationRow } from './conversation-repository.js';
 import { toJsonText } from './json-text.js';
 import type { DatabaseSchema, SessionsTable, SessionTransitionsTable } from './database-schema.js';
 import { rowLimit } from './row-limit.js';
 
-function progressValues(progress: SessionProgress) {
-  return {
-    snapshot: progress.snapshot === undefined || progress.snapshot === null ? null : toJsonText(progress.snapshot),
-    current_state: progress.currentState,
-    transitions: progress.transitions,
-    history_hash: progress.historyHash,
-    last_active: sql<Date>`now()`,
-  };
+/** A snapshot as stored: JSON text with lone surrogates replaced, or null. */
+function snapshotText(progress: SessionProgress): string | null {
+  return progress.snapshot === undefined || progress.snapshot === null ? null : toJsonText(progress.snapshot);
 }
 
 /**
- * Inserts the progress's transition log (none: no rows) in its order, unless the session is
- * deleted or its stored transition count already reached the progress's (a retry of a write
- * that did commit). As a CTE it sees the session row as it was before the statement.
+ * The end of a turn in one statement of fixed text (never rebuilt, one round trip). As CTEs
+ * see the session row as it was before the statement: the transition log in its order,
+ * unless the session is deleted or its stored transition count already reached the
+ * progress's (a retry of a write that did commit); the turn's rows in order; then the
+ * progress on the session row unless it is deleted. The fenced form stores the progress only
+ * while the lease is the one the turn ran under, and share-locks the lease row until commit,
+ * so a process taking the lease meanwhile waits and then reads this turn's rows. The rows are
+ * stored either way (their client had the answer).
  */
-function transitionLogInsert(creator: QueryCreator<DatabaseSchema>, sessionId: string, progress: SessionProgress) {
-  const entries = (progress.transitionLog ?? []).map((entry) => ({ at: entry.at, from_state: entry.from, to_state: entry.to, reason: entry.reason }));
-  // One parameter whatever the log's length, and an empty log is simply no rows.
-  const log = sql<{ at: Date; from_state: string; to_state: string; reason: string | null; position: number }>`rows from (jsonb_to_recordset(${JSON.stringify(entries)}::jsonb) as (at timestamptz, from_state varchar, to_state varchar, reason text)) with ordinality`;
-  return creator
-    .insertInto('session_transitions')
-    .columns(['session_id', 'at', 'from_state', 'to_state', 'reason'])
-    .expression(
-      creator
-        .selectFrom(log.as<'log'>(sql`log(at, from_state, to_state, reason, position)`))
-        .select((eb) => [eb.val(sessionId).as('session_id'), 'log.at', 'log.from_state', 'log.to_state', 'log.reason'])
-        .where((eb) =>
-          eb.exists(
-            eb
-              .selectFrom('sessions')
-              .select('session_id')
-              .where('session_id', '=', sessionId)
-              .where('deleted_at', 'is', null)
-              .where('transitions', '<', progress.transitions),
-          ),
-        )
-        // Identity values follow the order the rows are inserted in.
-        .orderBy('log.position'),
-    );
-}
+const COMPLETE_TURN = `with turn as (
+    select $1::varchar as session_id, $3::integer as transitions
+  ), logged as (
+    insert into session_transitions (session_id, at, from_state, to_state, reason)
+    select turn.session_id, log.at, log.from_state, log.to_state, log.reason
+    from turn, rows from (jsonb_to_recordset($2::jsonb) as (at timestamptz, from_state varchar, to_state varchar, reason text)) with ordinality as log(at, from_state, to_state, reason, position)
+    where exists (select 1 from sessions, turn where sessions.session_id = turn.session_id and deleted_at is null and sessions.transitions < turn.transitions)
+    order by log.position
+  ), stored as (
+    insert into conversations (user_id, session_id, role, message)
+    select item.user_id, item.session_id, item.role, item.message
+    from unnest($4::varchar[], $5::varchar[], $6::varchar[], $7::text[]) with ordinality as item(user_id, session_id, role, message, position)
+    order by item.position
+  )
+  update sessions set snapshot = $8::jsonb, current_state = $9::varchar, transitions = turn.transitions, history_hash = $10::text, last_active = now()
+  from turn
+  where sessions.session_id = turn.session_id and sessions.deleted_at is null`;
+const COMPLETE_TURN_FENCED = `${COMPLETE_TURN}
+  and exists (select 1 from session_leases where session_leases.session_id = turn.session_id and holder = $11::varchar and generation = $12::bigint for share of session_leases)`;
 
-/** One statement: the progress on the session row and its transition log. */
-function progressUpdate(db: Kysely<DatabaseSchema>, sessionId: string, progress: SessionProgress) {
-  return db
-    .with('logged', (cte) => transitionLogInsert(cte, sessionId, progress))
-    .updateTable('sessions')
-    .set(progressValues(progress))
-    .where('session_id', '=', sessionId)
-    .where('deleted_at', 'is', null);
-}
-
-/**
- * True while `fence` is the session's lease. The row stays share-locked until the write
- * commits, so a process taking the lease meanwhile waits and then reads this turn's rows.
- */
-function leaseStillHeld(sessionId: string, fence: LeaseFence) {
-  return ({ exists, selectFrom }: ExpressionBuilder<DatabaseSchema, 'sessions'>) =>
-    exists(
-      selectFrom('session_leases')
-        .select(sql<number>`1`.as('held'))
-        .where('session_id', '=', sessionId)
-        .where('holder', '=', fence.holder)
-        .where('generation', '=', fence.generation)
-        .forShare(),
-    );
+function transitionLogJson(progress: SessionProgress): string {
+  return JSON.stringify((progress.transitionLog ?? []).map((entry) => ({ at: entry.at, from_state: entry.from, to_state: entry.to, reason: entry.reason })));
 }
 
 /** The sessions table behind the runtime's SessionStore port. */
@@ -111,24 +82,26 @@ export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStor
     async saveProgress(sessionId: string, progress: SessionProgress): Promise<void> {
       // A deleted session keeps its cleared snapshot: the write is dropped, not failed, since
       // the runtime retries failed writes until they succeed.
-      await progressUpdate(db, sessionId, progress).execute();
+      await this.completeTurn(sessionId, [], progress);
     },
 
     async completeTurn(sessionId: string, records: NewConversationRecord[], progress: SessionProgress, fence?: LeaseFence): Promise<boolean> {
-      // One statement: the rows, the transition log and the progress commit together, in one round trip.
-      let update =
-        records.length === 0
-          ? progressUpdate(db, sessionId, progress)
-          : db
-              .with('logged', (cte) => transitionLogInsert(cte, sessionId, progress))
-              .with('stored', (cte) => cte.insertInto('conversations').values(records.map(toConversationRow)).returning('id'))
-              .updateTable('sessions')
-              .set(progressValues(progress))
-              .where('session_id', '=', sessionId)
-              .where('deleted_at', 'is', null);
-      if (fence) update = update.where(leaseStillHeld(sessionId, fence));
-      const result = await update.executeTakeFirst();
-      return Number(result.numUpdatedRows) > 0;
+      // One statement of fixed text: the rows, the transition log and the progress commit together, in one round trip.
+      const parameters = [
+        sessionId,
+        transitionLogJson(progress),
+        progress.transitions,
+        records.map((record) => record.userId),
+        records.map((record) => record.sessionId),
+        records.map((record) => record.role),
+        records.map((record) => record.message),
+        snapshotText(progress),
+        progress.currentState,
+        progress.historyHash,
+        ...(fence ? [fence.holder, fence.generation] : []),
+      ];
+      const result = await db.executeQuery(CompiledQuery.raw(fence ? COMPLETE_TURN_FENCED : COMPLETE_TURN, parameters));
+      return Number(result.numAffectedRows ?? 0) > 0;
     },
 
     async list(options: { userId?: string; limit: number; after?: SessionCursor }): Promise<SessionPage> {

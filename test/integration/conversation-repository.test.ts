@@ -72,6 +72,28 @@ for (const target of databaseTargets()) {
       expect(await store.count(sessionId)).to.equal(0);
     });
 
+    it('commits concurrent appends of several sessions together, each getting back its own records', async () => {
+      const sessions = [randomUUID(), randomUUID(), randomUUID()];
+      const results = await Promise.all(sessions.map((sessionId, index) => store.append(turns(sessionId, index + 1))));
+      results.forEach((stored, index) => {
+        expect(stored.map((record) => [record.sessionId, record.message])).to.deep.equal(turns(sessions[index]!, index + 1).map((record) => [record.sessionId, record.message]));
+      });
+      // Committed together: one statement numbers all rows, one session after the other.
+      const ids = results.flat().map((record) => record.id);
+      expect(ids).to.deep.equal([...ids].sort((a, b) => a - b));
+    });
+
+    it('fails only the append whose record is invalid when appends of several sessions commit together', async () => {
+      const [good, bad] = [randomUUID(), randomUUID()];
+      const invalid = turns(bad, 2);
+      invalid[1] = { ...invalid[1]!, role: 'r'.repeat(51) };
+      const [kept, refused] = await Promise.allSettled([store.append(turns(good, 2)), store.append(invalid)]);
+      expect(kept.status).to.equal('fulfilled');
+      expect(refused).to.have.nested.property('reason.code', '22001');
+      expect(await store.count(good)).to.equal(2);
+      expect(await store.count(bad)).to.equal(0);
+    });
+
     it('returns the last N records oldest first when asked for recent turns', async () => {
       const sessionId = randomUUID();
       await store.append(turns(sessionId, 7));
