@@ -63,7 +63,10 @@ describe('OAuth flow against a real OpenID provider', function () {
   let vault: TokenVault;
   const cipher = createTokenCipher(randomBytes(32));
 
-  before(async () => {
+  before(async function () {
+    // The first embedded database of a test process runs initdb, and the provider generates its
+    // keys: CPU-bound work that takes tens of seconds on a loaded 2-core machine.
+    this.timeout(120_000);
     database = await createDatabase({ dataDir: 'memory://', vector: false, pgliteTemplate: await pgliteTemplate(false) });
     await migrateToLatest(database, { vector: false, embeddingDimensions: 3 });
     appServer = createServer();
@@ -360,7 +363,10 @@ describe('OAuth routes when the provider is unreachable', () => {
   let appUrl: string;
   let database: Database;
 
-  before(async () => {
+  before(async function () {
+    // The first embedded database of a test process runs initdb, and the provider generates its
+    // keys: CPU-bound work that takes tens of seconds on a loaded 2-core machine.
+    this.timeout(120_000);
     database = await createDatabase({ dataDir: 'memory://', vector: false, pgliteTemplate: await pgliteTemplate(false) });
     await migrateToLatest(database, { vector: false, embeddingDimensions: 3 });
     // A port that was just free: nothing answers there.
