@@ -34,7 +34,7 @@ export async function listenOnServer(
     next.on('end', () => reconnectLater(next));
     client = next;
     await next.connect();
-    await next.query(`listen ${quoteIdentifier(channel)}`);
+    await next.query(`listen ${pg.escapeIdentifier(channel)}`);
   };
 
   const reconnectLater = (dropped: pg.Client) => {
@@ -59,8 +59,4 @@ export async function listenOnServer(
     client = undefined;
     await last?.end().catch(() => undefined);
   };
-}
-
-function quoteIdentifier(name: string): string {
-  return `"${name.replaceAll('"', '""')}"`;
 }

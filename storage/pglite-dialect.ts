@@ -22,6 +22,7 @@ import {
   type QueryResult,
   type TransactionSettings,
 } from 'kysely';
+import pg from 'pg';
 
 export class PGliteDialect implements Dialect {
   constructor(private readonly pglite: PGlite) {}
@@ -84,15 +85,15 @@ class PGliteDriver implements Driver {
   }
 
   async savepoint(connection: DatabaseConnection, name: string): Promise<void> {
-    await connection.executeQuery(CompiledQuery.raw(`savepoint ${quoteIdentifier(name)}`));
+    await connection.executeQuery(CompiledQuery.raw(`savepoint ${pg.escapeIdentifier(name)}`));
   }
 
   async rollbackToSavepoint(connection: DatabaseConnection, name: string): Promise<void> {
-    await connection.executeQuery(CompiledQuery.raw(`rollback to savepoint ${quoteIdentifier(name)}`));
+    await connection.executeQuery(CompiledQuery.raw(`rollback to savepoint ${pg.escapeIdentifier(name)}`));
   }
 
   async releaseSavepoint(connection: DatabaseConnection, name: string): Promise<void> {
-    await connection.executeQuery(CompiledQuery.raw(`release savepoint ${quoteIdentifier(name)}`));
+    await connection.executeQuery(CompiledQuery.raw(`release savepoint ${pg.escapeIdentifier(name)}`));
   }
 
   async destroy(): Promise<void> {
@@ -180,8 +181,4 @@ function transactionCharacteristics(settings: TransactionSettings): string {
   if (settings.isolationLevel) parts.push(`isolation level ${settings.isolationLevel}`);
   if (settings.accessMode) parts.push(settings.accessMode);
   return parts.join(', ');
-}
-
-function quoteIdentifier(name: string): string {
-  return `"${name.replaceAll('"', '""')}"`;
 }
