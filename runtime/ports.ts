@@ -245,3 +245,12 @@ export interface OAuthStateStore {
   /** Deletes the states expired at `now`; returns how many. */
   purgeExpired(now?: Date): Promise<number>;
 }
+
+/**
+ * True for an error the database raised for the data or the statement, not the connection
+ * (SQLSTATE classes 22, 23, 42): the same write would fail again, so it is not retried.
+ */
+export function isDataError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^(22|23|42)/.test(code);
+}

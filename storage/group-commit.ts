@@ -1,3 +1,5 @@
+import { isDataError } from '../runtime/ports.js';
+
 /**
  * Group commit: the requests queued while the event loop runs one turn go to the database
  * together, as one statement (one round trip, one commit), and each caller waits for that
@@ -43,9 +45,4 @@ export class GroupCommit<Request, Result> {
       );
     }
   }
-}
-
-function isDataError(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && /^(22|23|42)/.test(code);
 }

@@ -1,3 +1,4 @@
+import { isDataError } from '../ports.js';
 import type { EventBus } from '../observability/event-bus.js';
 
 /** Back-off settings of the writer. */
@@ -53,7 +54,7 @@ export class DurableWriter {
       try {
         return await write();
       } catch (error) {
-        const willRetry = !this.closed && isTransient(error);
+        const willRetry = !this.closed && !isDataError(error);
         this.events.emit('storage:error', { operation, error: asError(error), attempt, willRetry });
         if (!willRetry) throw error;
         await new Promise((resolve) => setTimeout(resolve, delay));
@@ -61,12 +62,6 @@ export class DurableWriter {
       }
     }
   }
-}
-
-/** Data and schema errors (SQLSTATE classes 22, 23, 42) would fail again: they are not retried. */
-function isTransient(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return !(typeof code === 'string' && /^(22|23|42)/.test(code));
 }
 
 function asError(error: unknown): Error {
