@@ -6,13 +6,29 @@ import { GroupCommit } from './group-commit.js';
 import { rowLimit } from './row-limit.js';
 
 /**
- * Stores rows in the given order: one statement of fixed text whatever the number of rows
- * (the columns as arrays), so it is never rebuilt; ids follow the order of `position`.
+ * An insert of conversation rows given as four arrays (`recordColumns`) in the parameters
+ * from `$first` on, stored in the arrays' order (ids follow it). Its text is the same whatever
+ * the number of rows, so it is never rebuilt.
  */
-const APPEND = `insert into conversations (user_id, session_id, role, message)
+export function insertRecordColumns(first: number): string {
+  const [users, sessions, roles, messages] = [first, first + 1, first + 2, first + 3];
+  return `insert into conversations (user_id, session_id, role, message)
   select item.user_id, item.session_id, item.role, item.message
-  from unnest($1::varchar[], $2::varchar[], $3::varchar[], $4::text[]) with ordinality as item(user_id, session_id, role, message, position)
-  order by item.position
+  from unnest($${users}::varchar[], $${sessions}::varchar[], $${roles}::varchar[], $${messages}::text[]) with ordinality as item(user_id, session_id, role, message, position)
+  order by item.position`;
+}
+
+/** Records as the four column arrays `insertRecordColumns` takes. */
+export function recordColumns(records: NewConversationRecord[]): [string[], string[], string[], string[]] {
+  return [
+    records.map((record) => record.userId),
+    records.map((record) => record.sessionId),
+    records.map((record) => record.role),
+    records.map((record) => record.message),
+  ];
+}
+
+const APPEND = `${insertRecordColumns(1)}
   returning id, user_id, session_id, role, message, created_at`;
 
 /** The conversation table behind the runtime's ConversationStore port. */
@@ -21,12 +37,7 @@ export function createConversationRepository(db: Kysely<DatabaseSchema>): Conver
   const appends = new GroupCommit<NewConversationRecord[], ConversationRecord[]>(async (batches) => {
     const records = batches.flat();
     const { rows } = await db.executeQuery<Selectable<ConversationsTable>>(
-      CompiledQuery.raw(APPEND, [
-        records.map((record) => record.userId),
-        records.map((record) => record.sessionId),
-        records.map((record) => record.role),
-        records.map((record) => record.message),
-      ]),
+      CompiledQuery.raw(APPEND, recordColumns(records)),
     );
     // Ids follow the insertion order, whatever order RETURNING uses.
     const stored = rows.map(toRecord).sort((a, b) => a.id - b.id);

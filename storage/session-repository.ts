@@ -1,6 +1,7 @@
 import { CompiledQuery, sql } from 'kysely';
 import type { Kysely, Selectable } from 'kysely';
 import type { LeaseFence, NewConversationRecord, SessionCursor, SessionPage, SessionProgress, SessionRecord, SessionStore, StoredTransition } from '../runtime/ports.js';
+import { insertRecordColumns, recordColumns } from './conversation-repository.js';
 import { toJsonText } from './json-text.js';
 import type { DatabaseSchema, SessionsTable, SessionTransitionsTable } from './database-schema.js';
 import { rowLimit } from './row-limit.js';
@@ -29,10 +30,7 @@ const COMPLETE_TURN = `with turn as (
     where exists (select 1 from sessions, turn where sessions.session_id = turn.session_id and deleted_at is null and sessions.transitions < turn.transitions)
     order by log.position
   ), stored as (
-    insert into conversations (user_id, session_id, role, message)
-    select item.user_id, item.session_id, item.role, item.message
-    from unnest($4::varchar[], $5::varchar[], $6::varchar[], $7::text[]) with ordinality as item(user_id, session_id, role, message, position)
-    order by item.position
+    ${insertRecordColumns(4)}
   )
   update sessions set snapshot = $8::jsonb, current_state = $9::varchar, transitions = turn.transitions, history_hash = $10::text, last_active = now()
   from turn
@@ -46,6 +44,22 @@ function transitionLogJson(progress: SessionProgress): string {
 
 /** The sessions table behind the runtime's SessionStore port. */
 export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStore {
+  async function completeTurn(sessionId: string, records: NewConversationRecord[], progress: SessionProgress, fence?: LeaseFence): Promise<boolean> {
+    // One statement of fixed text: the rows, the transition log and the progress commit together, in one round trip.
+    const parameters = [
+      sessionId,
+      transitionLogJson(progress),
+      progress.transitions,
+      ...recordColumns(records),
+      snapshotText(progress),
+      progress.currentState,
+      progress.historyHash,
+      ...(fence ? [fence.holder, fence.generation] : []),
+    ];
+    const result = await db.executeQuery(CompiledQuery.raw(fence ? COMPLETE_TURN_FENCED : COMPLETE_TURN, parameters));
+    return Number(result.numAffectedRows ?? 0) > 0;
+  }
+
   return {
     async get(sessionId: string): Promise<SessionRecord | undefined> {
       const row = await db.selectFrom('sessions').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
@@ -82,27 +96,10 @@ export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStor
     async saveProgress(sessionId: string, progress: SessionProgress): Promise<void> {
       // A deleted session keeps its cleared snapshot: the write is dropped, not failed, since
       // the runtime retries failed writes until they succeed.
-      await this.completeTurn(sessionId, [], progress);
+      await completeTurn(sessionId, [], progress);
     },
 
-    async completeTurn(sessionId: string, records: NewConversationRecord[], progress: SessionProgress, fence?: LeaseFence): Promise<boolean> {
-      // One statement of fixed text: the rows, the transition log and the progress commit together, in one round trip.
-      const parameters = [
-        sessionId,
-        transitionLogJson(progress),
-        progress.transitions,
-        records.map((record) => record.userId),
-        records.map((record) => record.sessionId),
-        records.map((record) => record.role),
-        records.map((record) => record.message),
-        snapshotText(progress),
-        progress.currentState,
-        progress.historyHash,
-        ...(fence ? [fence.holder, fence.generation] : []),
-      ];
-      const result = await db.executeQuery(CompiledQuery.raw(fence ? COMPLETE_TURN_FENCED : COMPLETE_TURN, parameters));
-      return Number(result.numAffectedRows ?? 0) > 0;
-    },
+    completeTurn,
 
     async list(options: { userId?: string; limit: number; after?: SessionCursor }): Promise<SessionPage> {
       const count = rowLimit(options.limit);
