@@ -76,3 +76,8 @@ export class ServiceError extends Error {
 export function isServiceError(error: unknown): error is ServiceError {
   return error instanceof ServiceError;
 }
+
+/** The database cannot be reached: a 503 the client may retry after a second. */
+export function databaseUnavailable(cause?: unknown): ServiceError {
+  return new ServiceError('DATABASE_UNAVAILABLE', 'the database is unavailable; try again shortly', { cause, headers: { 'Retry-After': '1' } });
+}

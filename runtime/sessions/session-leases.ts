@@ -1,6 +1,6 @@
 import type { DurableWriter } from './durable-writer.js';
 import type { SessionLeaseStore } from '../ports.js';
-import { ServiceError } from '../service-error.js';
+import { databaseUnavailable, ServiceError } from '../service-error.js';
 import { newHolderId } from './process-identity.js';
 
 /** How a lease was had: `generation` of the acquisition, and whether this process held it already. */
@@ -244,10 +244,7 @@ export class SessionLeases {
     try {
       return await this.deps.store.tryAcquire(sessionId, this.holder, this.deps.settings.leaseMs);
     } catch (error) {
-      throw new ServiceError('DATABASE_UNAVAILABLE', 'the database is unavailable; try again shortly', {
-        cause: error,
-        headers: { 'Retry-After': '1' },
-      });
+      throw databaseUnavailable(error);
     }
   }
 

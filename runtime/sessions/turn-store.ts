@@ -1,6 +1,6 @@
 import type { EventBus } from '../observability/event-bus.js';
 import type { ConversationStore, LeaseFence, SessionProgress, SessionRecord, SessionStore } from '../ports.js';
-import { ServiceError } from '../service-error.js';
+import { databaseUnavailable, ServiceError } from '../service-error.js';
 import type { Turn } from './conversation-history.js';
 import type { DurableWriter } from './durable-writer.js';
 
@@ -100,7 +100,7 @@ export class TurnStore {
     });
     if (!(await this.waitForWrite(write))) {
       calledOff = true;
-      throw new ServiceError('DATABASE_UNAVAILABLE', 'the database is unavailable; try again shortly', { headers: { 'Retry-After': '1' } });
+      throw databaseUnavailable();
     }
     this.deps.events.emit('memory:written', { sessionId, userId, entries: turns.length, kind: 'conversation' });
   }
@@ -136,10 +136,7 @@ export class TurnStore {
     } catch (error) {
       if (error instanceof ServiceError) throw error;
       this.deps.events.emit('storage:error', { operation, error: error as Error, attempt: 1, willRetry: false });
-      throw new ServiceError('DATABASE_UNAVAILABLE', 'the database is unavailable; try again shortly', {
-        cause: error,
-        headers: { 'Retry-After': '1' },
-      });
+      throw databaseUnavailable(error);
     }
   }
 }
