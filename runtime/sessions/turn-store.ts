@@ -1,5 +1,5 @@
 import type { EventBus } from '../observability/event-bus.js';
-import type { ConversationStore, LeaseFence, SessionProgress, SessionRecord, SessionStore } from '../ports.js';
+import type { ConversationStore, LeaseFence, NewConversationRecord, SessionProgress, SessionRecord, SessionStore } from '../ports.js';
 import { databaseUnavailable, ServiceError } from '../service-error.js';
 import type { Turn } from './conversation-history.js';
 import type { DurableWriter } from './durable-writer.js';
@@ -60,23 +60,14 @@ export class TurnStore {
    * that (the reply is already on its way) it ends while the write keeps retrying in order.
    */
   async persistEnd(sessionId: string, turns: Turn[], userId: string, progress: SessionProgress, fence?: LeaseFence): Promise<void> {
-    const records = turns.map((turn) => ({ userId, sessionId, role: turn.role, message: turn.content }));
-    let attempts = 0;
+    const unstored = this.unstoredRecords(sessionId, userId, turns);
     const write = this.deps.writer.write(sessionId, 'store the reply and the session snapshot', async () => {
-      attempts += 1;
-      // A retry after a lost acknowledgement must not store the turns twice.
-      const pending = attempts > 1 && turns.length > 0 && (await this.isStoredTail(sessionId, turns)) ? [] : records;
-      const stored = await this.deps.sessions.completeTurn(sessionId, pending, progress, fence);
+      const stored = await this.deps.sessions.completeTurn(sessionId, await unstored(), progress, fence);
       // Another process took the session while this write waited (its lease lapsed in a
       // database outage): its snapshot stands, and the actor here is stale.
       if (!stored && fence) this.deps.onFenceLost(sessionId);
     });
-    if (turns.length > 0) {
-      write.then(
-        () => this.deps.events.emit('memory:written', { sessionId, userId, entries: turns.length, kind: 'conversation' }),
-        () => undefined,
-      );
-    }
+    if (turns.length > 0) write.then(() => this.announceWritten(sessionId, userId, turns), () => undefined);
     await this.waitForWrite(write);
   }
 
@@ -88,20 +79,35 @@ export class TurnStore {
    */
   async persistBeforeAnswer(sessionId: string, turns: Turn[], userId: string): Promise<void> {
     if (turns.length === 0) return;
-    const records = turns.map((turn) => ({ userId, sessionId, role: turn.role, message: turn.content }));
-    let attempts = 0;
+    const unstored = this.unstoredRecords(sessionId, userId, turns);
     let calledOff = false;
     const write = this.deps.writer.write(sessionId, 'store user turn', async () => {
-      if (calledOff) return false;
-      attempts += 1;
-      // A retry after a lost acknowledgement must not store the turns twice.
-      if (attempts === 1 || !(await this.isStoredTail(sessionId, turns))) await this.deps.conversations.append(records);
-      return true;
+      if (calledOff) return;
+      const records = await unstored();
+      if (records.length > 0) await this.deps.conversations.append(records);
     });
     if (!(await this.waitForWrite(write))) {
       calledOff = true;
       throw databaseUnavailable();
     }
+    this.announceWritten(sessionId, userId, turns);
+  }
+
+  /**
+   * The records of `turns` for each try of one write: all of them on the first try; on a
+   * retry none if they are the session's stored tail already (an earlier try committed and
+   * only its acknowledgement was lost), so a retry never stores them twice.
+   */
+  private unstoredRecords(sessionId: string, userId: string, turns: Turn[]): () => Promise<NewConversationRecord[]> {
+    const records = turns.map((turn) => ({ userId, sessionId, role: turn.role, message: turn.content }));
+    let tries = 0;
+    return async () => {
+      tries += 1;
+      return tries > 1 && turns.length > 0 && (await this.isStoredTail(sessionId, turns)) ? [] : records;
+    };
+  }
+
+  private announceWritten(sessionId: string, userId: string, turns: Turn[]): void {
     this.deps.events.emit('memory:written', { sessionId, userId, entries: turns.length, kind: 'conversation' });
   }
 
