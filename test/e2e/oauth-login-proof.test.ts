@@ -1,56 +1,26 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { expect } from 'chai';
 import { CookieJar } from '../support/cookie-jar.js';
-import { freePort } from '../support/mcp-fixtures.js';
-import { testServerStdioConfig } from '../support/mcp-test-server.js';
-import { authorizeInBrowser, startTestProvider, type TestProvider } from '../support/oidc-test-provider.js';
-import { startTestService, type TestService } from '../support/service-harness.js';
+import { authorizeInBrowser, type TestProvider } from '../support/oidc-test-provider.js';
+import { startPerUserToolService, type PerUserToolService } from '../support/per-user-tool-service.js';
+import type { TestService } from '../support/service-harness.js';
 
 const KEYS = { alice: 'sk-login-alice', bob: 'sk-login-bob', admin: 'sk-login-admin' } as const;
 const WHOAMI = 'Who am I? [[tool:mine__whoami {}]]';
 
 describe('OAuth login with API keys set: a login proves it was issued to its user', function () {
   this.timeout(60_000);
-  let folder: string;
+  let service: PerUserToolService;
   let provider: TestProvider;
   let harness: TestService;
   let publicUrl: string;
 
   before(async () => {
-    folder = mkdtempSync(join(tmpdir(), 'svc-login-proof-'));
-    const port = await freePort();
-    publicUrl = `http://127.0.0.1:${port}`;
-    provider = await startTestProvider({ redirectUri: `${publicUrl}/auth/idp/callback`, accessTokenTtlS: 300 });
-    const server = testServerStdioConfig({ per_user: true }) as { command: string; args: string[]; cwd?: string };
-    const configFile = join(folder, 'deployment.yaml');
-    writeFileSync(
-      configFile,
-      ['mcp_servers:', '  mine:', '    transport: stdio', `    command: ${JSON.stringify(server.command)}`, `    args: ${JSON.stringify(server.args)}`, `    cwd: ${JSON.stringify(server.cwd)}`, '    per_user: true', ''].join('\n'),
-    );
-    harness = await startTestService({
-      env: {
-        CONFIG_FILE: configFile,
-        API_KEYS: `${KEYS.alice}:alice,${KEYS.bob}:bob,${KEYS.admin}`,
-        APP_PORT: String(port),
-        APP_PUBLIC_URL: publicUrl,
-        OAUTH_ISSUER_URL: provider.issuer,
-        OAUTH_CLIENT_ID: provider.clientId,
-        OAUTH_CLIENT_SECRET: provider.clientSecret,
-        OAUTH_SCOPES: 'openid email offline_access',
-        OAUTH_REDIRECT_URL: `${publicUrl}/auth/idp/callback`,
-        OAUTH_TOKEN_KEY: randomBytes(32).toString('base64'),
-        OAUTH_ALLOW_INSECURE: 'true',
-        OAUTH_LOGIN_LINK_TTL_MS: '60000',
-      },
-    });
+    service = await startPerUserToolService({ API_KEYS: `${KEYS.alice}:alice,${KEYS.bob}:bob,${KEYS.admin}`, OAUTH_LOGIN_LINK_TTL_MS: '60000' });
+    ({ harness, provider, publicUrl } = service);
   });
   after(async () => {
-    await harness?.close();
-    await provider?.close();
-    rmSync(folder, { recursive: true, force: true });
+    await service?.close();
   });
 
   /** Opens a login link as a browser would (no redirect followed); its status and error. */
