@@ -33,12 +33,22 @@ export function createSessionLeaseRepository(database: Database): SessionLeaseSt
 
     async renew(holder: string, sessionIds: string[], ttlMs: number): Promise<LeaseRenewal> {
       if (sessionIds.length === 0) return { kept: [], wanted: [] };
+      // The rows are locked in session order, as the end of turns share-locks them, so the two
+      // never wait on each other's locks in opposite orders.
+      const ordered = db
+        .selectFrom('session_leases')
+        .select('session_id')
+        .where('holder', '=', holder)
+        .where('session_id', 'in', sessionIds)
+        // A lease given back (or lapsed) is not taken again by a renewal.
+        .where('expires_at', '>', sql<Date>`now()`)
+        .orderBy('session_id')
+        .forNoKeyUpdate();
       const rows = await db
         .updateTable('session_leases')
         .set({ expires_at: sql<Date>`now() + ${ttlMs} * interval '1 millisecond'` })
         .where('holder', '=', holder)
-        .where('session_id', 'in', sessionIds)
-        // A lease given back (or lapsed) is not taken again by a renewal.
+        .where('session_id', 'in', ordered)
         .where('expires_at', '>', sql<Date>`now()`)
         .returning(['session_id', 'wanted'])
         .execute();

@@ -2,6 +2,7 @@ import { CompiledQuery, sql } from 'kysely';
 import type { Kysely, Selectable } from 'kysely';
 import type { LeaseFence, NewConversationRecord, SessionCursor, SessionPage, SessionProgress, SessionRecord, SessionStore, StoredTransition } from '../runtime/ports.js';
 import { insertRecordColumns, recordColumns } from './conversation-repository.js';
+import { GroupCommit } from './group-commit.js';
 import { toJsonText } from './json-text.js';
 import type { DatabaseSchema, SessionsTable, SessionTransitionsTable } from './database-schema.js';
 import { rowLimit } from './row-limit.js';
@@ -12,52 +13,97 @@ function snapshotText(progress: SessionProgress): string | null {
 }
 
 /**
- * The end of a turn in one statement of fixed text (never rebuilt, one round trip). As CTEs
- * see the session row as it was before the statement: the transition log in its order,
- * unless the session is deleted or its stored transition count already reached the
- * progress's (a retry of a write that did commit); the turn's rows in order; then the
- * progress on the session row unless it is deleted. The fenced form stores the progress only
- * while the lease is the one the turn ran under, and share-locks the lease row until commit,
- * so a process taking the lease meanwhile waits and then reads this turn's rows. The rows are
- * stored either way (their client had the answer).
+ * The ends of concurrent turns, one per session, in one statement of fixed text (never
+ * rebuilt, one round trip, one commit), the turns given as column arrays. As CTEs see the
+ * session rows as they were before the statement: the leases the fenced turns ran under,
+ * share-locked in session order until commit, so a process taking one meanwhile waits and
+ * then reads that turn's rows (and two statements never wait on each other's locks in
+ * opposite orders); each turn's transition log in its order, unless its session is deleted
+ * or its stored transition count already reached the turn's (a retry of a write that did
+ * commit); the turns' rows in order; then each turn's progress on its session row unless
+ * the session is deleted or, for a fenced turn, its lease moved on. The rows are stored
+ * either way (their client had the answer). Returns the sessions whose progress was stored.
  */
-const COMPLETE_TURN = `with turn as (
-    select $1::varchar as session_id, $3::integer as transitions
+const COMPLETE_TURNS = `with turn as (
+    select * from unnest($1::varchar[], $2::integer[], $3::text[], $4::varchar[], $5::text[], $6::varchar[], $7::bigint[])
+      as turn(session_id, transitions, snapshot, current_state, history_hash, holder, generation)
+  ), fenced as (
+    select lease.session_id from session_leases lease join turn on turn.session_id = lease.session_id
+    where lease.holder = turn.holder and lease.generation = turn.generation
+    order by lease.session_id
+    for share of lease
   ), logged as (
     insert into session_transitions (session_id, at, from_state, to_state, reason)
-    select turn.session_id, log.at, log.from_state, log.to_state, log.reason
-    from turn, rows from (jsonb_to_recordset($2::jsonb) as (at timestamptz, from_state varchar, to_state varchar, reason text)) with ordinality as log(at, from_state, to_state, reason, position)
-    where exists (select 1 from sessions, turn where sessions.session_id = turn.session_id and deleted_at is null and sessions.transitions < turn.transitions)
+    select log.session_id, log.at, log.from_state, log.to_state, log.reason
+    from rows from (jsonb_to_recordset($8::jsonb) as (session_id varchar, at timestamptz, from_state varchar, to_state varchar, reason text))
+      with ordinality as log(session_id, at, from_state, to_state, reason, position)
+    join turn on turn.session_id = log.session_id
+    join sessions on sessions.session_id = log.session_id
+    where sessions.deleted_at is null and sessions.transitions < turn.transitions
     order by log.position
   ), stored as (
-    ${insertRecordColumns(4)}
+    ${insertRecordColumns(9)}
   )
-  update sessions set snapshot = $8::jsonb, current_state = $9::varchar, transitions = turn.transitions, history_hash = $10::text, last_active = now()
+  update sessions set snapshot = turn.snapshot::jsonb, current_state = turn.current_state, transitions = turn.transitions,
+    history_hash = turn.history_hash, last_active = now()
   from turn
-  where sessions.session_id = turn.session_id and sessions.deleted_at is null`;
-const COMPLETE_TURN_FENCED = `${COMPLETE_TURN}
-  and exists (select 1 from session_leases where session_leases.session_id = turn.session_id and holder = $11::varchar and generation = $12::bigint for share of session_leases)`;
+  where sessions.session_id = turn.session_id and sessions.deleted_at is null
+    and (turn.holder is null or turn.session_id in (select session_id from fenced))
+  returning sessions.session_id`;
 
-function transitionLogJson(progress: SessionProgress): string {
-  return JSON.stringify((progress.transitionLog ?? []).map((entry) => ({ at: entry.at, from_state: entry.from, to_state: entry.to, reason: entry.reason })));
+/** The end of one turn, as `completeTurn` is given it. */
+type TurnEnd = { sessionId: string; records: NewConversationRecord[]; progress: SessionProgress; fence?: LeaseFence };
+
+/** The parameters of `COMPLETE_TURNS` for turn ends of distinct sessions. */
+function turnEndParameters(ends: TurnEnd[]): unknown[] {
+  const log = ends.flatMap(({ sessionId, progress }) =>
+    (progress.transitionLog ?? []).map((entry) => ({ session_id: sessionId, at: entry.at, from_state: entry.from, to_state: entry.to, reason: entry.reason })),
+  );
+  return [
+    ends.map((end) => end.sessionId),
+    ends.map((end) => end.progress.transitions),
+    ends.map((end) => snapshotText(end.progress)),
+    ends.map((end) => end.progress.currentState),
+    ends.map((end) => end.progress.historyHash),
+    ends.map((end) => end.fence?.holder ?? null),
+    ends.map((end) => end.fence?.generation ?? null),
+    JSON.stringify(log),
+    ...recordColumns(ends.flatMap((end) => end.records)),
+  ];
+}
+
+/**
+ * Splits turn ends into rounds of distinct sessions, in order: one statement updates a
+ * session row once. (A session's writes are queued one after another, so a batch holds each
+ * session once and this is one round; it keeps a second end of a session after the first.)
+ */
+function distinctSessionRounds(ends: TurnEnd[]): number[][] {
+  const rounds: number[][] = [];
+  const roundOf = new Map<string, number>();
+  ends.forEach((end, index) => {
+    const round = (roundOf.get(end.sessionId) ?? -1) + 1;
+    roundOf.set(end.sessionId, round);
+    (rounds[round] ??= []).push(index);
+  });
+  return rounds;
 }
 
 /** The sessions table behind the runtime's SessionStore port. */
 export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStore {
-  async function completeTurn(sessionId: string, records: NewConversationRecord[], progress: SessionProgress, fence?: LeaseFence): Promise<boolean> {
-    // One statement of fixed text: the rows, the transition log and the progress commit together, in one round trip.
-    const parameters = [
-      sessionId,
-      transitionLogJson(progress),
-      progress.transitions,
-      ...recordColumns(records),
-      snapshotText(progress),
-      progress.currentState,
-      progress.historyHash,
-      ...(fence ? [fence.holder, fence.generation] : []),
-    ];
-    const result = await db.executeQuery(CompiledQuery.raw(fence ? COMPLETE_TURN_FENCED : COMPLETE_TURN, parameters));
-    return Number(result.numAffectedRows ?? 0) > 0;
+  // The ends of concurrent turns commit together (group commit).
+  const turnEnds = new GroupCommit<TurnEnd, boolean>(async (ends) => {
+    const stored: boolean[] = [];
+    for (const round of distinctSessionRounds(ends)) {
+      const batch = round.map((index) => ends[index]!);
+      const { rows } = await db.executeQuery<{ session_id: string }>(CompiledQuery.raw(COMPLETE_TURNS, turnEndParameters(batch)));
+      const updated = new Set(rows.map((row) => row.session_id));
+      round.forEach((index) => (stored[index] = updated.has(ends[index]!.sessionId)));
+    }
+    return stored;
+  });
+
+  function completeTurn(sessionId: string, records: NewConversationRecord[], progress: SessionProgress, fence?: LeaseFence): Promise<boolean> {
+    return turnEnds.run({ sessionId, records, progress, fence });
   }
 
   return {

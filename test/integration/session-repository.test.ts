@@ -114,6 +114,63 @@ for (const target of databaseTargets()) {
         expect(await store.get(sessionId)).to.include({ historyHash: null });
       });
 
+      it('ends the turns of concurrent sessions in one transaction, each with its own fence and outcome', async () => {
+        const ids = [randomUUID(), randomUUID(), randomUUID()];
+        for (const sessionId of ids) await store.claim(sessionId, 'user-a');
+        const [held, moved, unfenced] = ids as [string, string, string];
+        const first = (await leases().tryAcquire(held, 'process-a', 60_000))!;
+        const stale = (await leases().tryAcquire(moved, 'process-a', 60_000))!;
+        await lapse(moved);
+        await leases().tryAcquire(moved, 'process-b', 60_000);
+
+        const outcomes = await Promise.all([
+          store.completeTurn(held, answer(held, 'held'), progress({ historyHash: 'held' }), { holder: 'process-a', generation: first.generation }),
+          store.completeTurn(moved, answer(moved, 'moved'), progress({ historyHash: 'moved' }), { holder: 'process-a', generation: stale.generation }),
+          store.completeTurn(unfenced, answer(unfenced, 'unfenced'), progress({ historyHash: 'unfenced' })),
+        ]);
+
+        expect(outcomes).to.deep.equal([true, false, true]);
+        expect((await store.get(held))?.historyHash).to.equal('held');
+        expect((await store.get(moved))?.historyHash).to.equal(null);
+        expect((await store.get(unfenced))?.historyHash).to.equal('unfenced');
+        // Rows written by one statement carry the id of one transaction.
+        const written = await sql<{ session_id: string; message: string; xmin: string }>`
+          select session_id, message, xmin::text from conversations where session_id in (${sql.join(ids)}) order by id`.execute(database.db);
+        expect(written.rows.map((row) => row.message)).to.deep.equal(['held', 'moved', 'unfenced']);
+        expect(new Set(written.rows.map((row) => row.xmin)).size).to.equal(1);
+      });
+
+      it('fails only the turn whose data the database refuses when turns end together', async () => {
+        const [good, bad] = [randomUUID(), randomUUID()];
+        for (const sessionId of [good, bad]) await store.claim(sessionId, 'user-a');
+        const tooLong = [{ at: new Date(), from: 'ask_user', to: 'x'.repeat(300), reason: null }];
+
+        const [stored, refused] = await Promise.allSettled([
+          store.completeTurn(good, answer(good, 'kept'), progress({ historyHash: 'good' })),
+          store.completeTurn(bad, answer(bad, 'refused'), progress({ historyHash: 'bad', transitionLog: tooLong })),
+        ]);
+
+        expect(stored).to.deep.equal({ status: 'fulfilled', value: true });
+        expect(refused.status).to.equal('rejected');
+        expect((await store.get(good))?.historyHash).to.equal('good');
+        expect((await store.get(bad))?.historyHash).to.equal(null);
+        const rows = await database.db.selectFrom('conversations').select('message').where('session_id', 'in', [good, bad]).execute();
+        expect(rows.map((row) => row.message)).to.deep.equal(['kept']);
+      });
+
+      it('ends two turns of one session given together one after the other, in order', async () => {
+        const sessionId = randomUUID();
+        await store.claim(sessionId, 'user-a');
+        const outcomes = await Promise.all([
+          store.completeTurn(sessionId, answer(sessionId, 'first'), progress({ historyHash: 'first', transitions: 2 })),
+          store.completeTurn(sessionId, answer(sessionId, 'second'), progress({ historyHash: 'second', transitions: 4 })),
+        ]);
+        expect(outcomes).to.deep.equal([true, true]);
+        expect(await store.get(sessionId)).to.include({ historyHash: 'second', transitions: 4 });
+        const rows = await database.db.selectFrom('conversations').select('message').where('session_id', '=', sessionId).orderBy('id').execute();
+        expect(rows.map((row) => row.message)).to.deep.equal(['first', 'second']);
+      });
+
       if (target.backend === 'postgres') {
         it('makes a process taking the lease wait until a fenced write in flight has committed', async () => {
           const sessionId = randomUUID();
