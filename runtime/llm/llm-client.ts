@@ -65,8 +65,8 @@ export function createLlmClient(options: LlmClientOptions): LlmClient {
     const streaming = Boolean(callOptions.onContent || callOptions.onToolCallDelta);
     const body: ChatCompletionCreateParamsBase = toRequestBody(request);
     if (streaming) Object.assign(body, { stream: true, stream_options: { include_usage: true } });
-    const timeout = AbortSignal.timeout(options.timeoutMs);
-    const signal = callOptions.signal ? AbortSignal.any([callOptions.signal, timeout]) : timeout;
+    const call = new CallSignal(callOptions.signal, options.timeoutMs);
+    const { signal } = call;
     try {
       const response = await pool.request({ path, method: 'POST', headers, body: JSON.stringify(body), signal });
       if (response.statusCode !== 200) {
@@ -75,7 +75,9 @@ export function createLlmClient(options: LlmClientOptions): LlmClient {
       return streaming ? await readStream(response.body, callOptions, signal) : toReply((await response.body.json()) as ChatCompletion);
     } catch (error) {
       if (error instanceof LlmCallError) throw error;
-      throw new LlmCallError(describeFailure(error, callOptions.signal, timeout), { cause: error });
+      throw new LlmCallError(describeFailure(error, callOptions.signal, call.timedOut), { cause: error });
+    } finally {
+      call.done();
     }
   }
 
@@ -172,10 +174,47 @@ function errorMessageOf(text: string): string {
   return text.trim().slice(0, 200) || 'error from the LLM server';
 }
 
+/**
+ * The signal of one LLM call: aborted by the caller's signal or after `timeoutMs`. One
+ * controller and one timer, both let go when the call is done (`AbortSignal.any` and
+ * `AbortSignal.timeout` cost several times as much a call, and keep their signals for the
+ * garbage collector to trace).
+ */
+class CallSignal {
+  private readonly controller = new AbortController();
+  private readonly timer: NodeJS.Timeout;
+  private readonly onCallerAbort: (() => void) | undefined;
+  timedOut = false;
+
+  constructor(
+    private readonly caller: AbortSignal | undefined,
+    timeoutMs: number,
+  ) {
+    this.timer = setTimeout(() => {
+      this.timedOut = true;
+      this.controller.abort(new DOMException('The LLM call timed out', 'TimeoutError'));
+    }, timeoutMs);
+    if (caller?.aborted) this.controller.abort(caller.reason);
+    else if (caller) {
+      this.onCallerAbort = () => this.controller.abort(caller.reason);
+      caller.addEventListener('abort', this.onCallerAbort, { once: true });
+    }
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  done(): void {
+    clearTimeout(this.timer);
+    if (this.onCallerAbort) this.caller?.removeEventListener('abort', this.onCallerAbort);
+  }
+}
+
 /** A short description of why an LLM call failed, without stack or secrets. */
-function describeFailure(error: unknown, callerSignal: AbortSignal | undefined, timeout: AbortSignal): string {
+function describeFailure(error: unknown, callerSignal: AbortSignal | undefined, timedOut: boolean): string {
   if (callerSignal?.aborted) return 'the request was cancelled';
-  if (timeout.aborted || error instanceof undiciErrors.HeadersTimeoutError || error instanceof undiciErrors.BodyTimeoutError) {
+  if (timedOut || error instanceof undiciErrors.HeadersTimeoutError || error instanceof undiciErrors.BodyTimeoutError) {
     return 'the LLM server did not answer in time';
   }
   const code = (error as { code?: string; cause?: { code?: string } } | null)?.code ?? (error as { cause?: { code?: string } } | null)?.cause?.code;
