@@ -1,11 +1,14 @@
-import { randomBytes } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { Usage } from '../runtime/chat-types.js';
 import type { ToolCallDelta } from '../runtime/llm/llm-client.js';
 import type { TurnOutcome } from '../runtime/sessions/supervisor.js';
 
-/** A completion id: `chatcmpl-` and 8 hexadecimal characters. */
+/**
+ * A completion id: `chatcmpl-` and 8 hexadecimal characters, the first 8 of a random UUID
+ * (all random; `randomUUID` draws from a pool where `randomBytes` asks the system each time).
+ */
 export function newCompletionId(): string {
-  return `chatcmpl-${randomBytes(4).toString('hex')}`;
+  return `chatcmpl-${randomUUID().slice(0, 8)}`;
 }
 
 /** Unix time in seconds. */
