@@ -2,10 +2,13 @@ import type { Response } from 'express';
 
 /**
  * Writes the specification's server-sent events: `data: <json>` and a blank line per
- * event, `data: [DONE]` at the end. Frames go out as they are written, never buffered.
+ * event, `data: [DONE]` at the end. Frames go out in the tick they are written, never held
+ * longer: the frames written in one tick (the pieces of one read from the LLM server) leave
+ * in one system call.
  */
 export class SseWriter {
   private started = false;
+  private corked = false;
 
   constructor(private readonly res: Response) {}
 
@@ -30,12 +33,26 @@ export class SseWriter {
   }
 
   data(json: string): void {
-    if (!this.res.writableEnded) this.res.write(`data: ${json}\n\n`);
+    this.write(`data: ${json}\n\n`);
   }
 
   /** A comment line: keeps proxies from closing a quiet stream. */
   heartbeat(): void {
-    if (!this.res.writableEnded) this.res.write(': keep-alive\n\n');
+    this.write(': keep-alive\n\n');
+  }
+
+  private write(frame: string): void {
+    if (this.res.writableEnded) return;
+    if (!this.corked) {
+      this.corked = true;
+      this.res.cork();
+      // Before the event loop waits for I/O again: no frame waits for a later one.
+      process.nextTick(() => {
+        this.corked = false;
+        this.res.uncork();
+      });
+    }
+    this.res.write(frame);
   }
 
   done(): void {
