@@ -72,35 +72,17 @@ function turnEndParameters(ends: TurnEnd[]): unknown[] {
   ];
 }
 
-/**
- * Splits turn ends into rounds of distinct sessions, in order: one statement updates a
- * session row once. (A session's writes are queued one after another, so a batch holds each
- * session once and this is one round; it keeps a second end of a session after the first.)
- */
-function distinctSessionRounds(ends: TurnEnd[]): number[][] {
-  const rounds: number[][] = [];
-  const roundOf = new Map<string, number>();
-  ends.forEach((end, index) => {
-    const round = (roundOf.get(end.sessionId) ?? -1) + 1;
-    roundOf.set(end.sessionId, round);
-    (rounds[round] ??= []).push(index);
-  });
-  return rounds;
-}
-
 /** The sessions table behind the runtime's SessionStore port. */
 export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStore {
-  // The ends of concurrent turns commit together (group commit).
-  const turnEnds = new GroupCommit<TurnEnd, boolean>(async (ends) => {
-    const stored: boolean[] = [];
-    for (const round of distinctSessionRounds(ends)) {
-      const batch = round.map((index) => ends[index]!);
-      const { rows } = await db.executeQuery<{ session_id: string }>(CompiledQuery.raw(COMPLETE_TURNS, turnEndParameters(batch)));
+  // The ends of concurrent turns commit together (group commit), a session's one after the other.
+  const turnEnds = new GroupCommit<TurnEnd, boolean>(
+    async (ends) => {
+      const { rows } = await db.executeQuery<{ session_id: string }>(CompiledQuery.raw(COMPLETE_TURNS, turnEndParameters(ends)));
       const updated = new Set(rows.map((row) => row.session_id));
-      round.forEach((index) => (stored[index] = updated.has(ends[index]!.sessionId)));
-    }
-    return stored;
-  });
+      return ends.map((end) => updated.has(end.sessionId));
+    },
+    (end) => end.sessionId,
+  );
 
   function completeTurn(sessionId: string, records: NewConversationRecord[], progress: SessionProgress, fence?: LeaseFence): Promise<boolean> {
     return turnEnds.run({ sessionId, records, progress, fence });

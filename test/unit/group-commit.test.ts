@@ -34,4 +34,34 @@ describe('GroupCommit', () => {
     const results = await Promise.allSettled([group.run(1), group.run(2)]);
     expect(results.map((result) => result.status)).to.deep.equal(['rejected', 'rejected']);
   });
+
+  it('commits the requests of one key one after the other, in order, while other keys join the first commit', async () => {
+    const commits: string[][] = [];
+    const group = new GroupCommit<string, string>(
+      async (requests) => {
+        commits.push(requests);
+        return requests;
+      },
+      (request) => request.split(':')[0]!,
+    );
+    const results = await Promise.all(['a:1', 'b:1', 'a:2', 'a:3', 'c:1'].map((request) => group.run(request)));
+    expect(results).to.deep.equal(['a:1', 'b:1', 'a:2', 'a:3', 'c:1']);
+    expect(commits).to.deep.equal([['a:1', 'b:1', 'c:1'], ['a:2'], ['a:3']]);
+  });
+
+  it('retries alone only the requests of the refused commit when a key had to wait for a later one', async () => {
+    const commits: string[][] = [];
+    const group = new GroupCommit<string, string>(
+      async (requests) => {
+        commits.push(requests);
+        if (requests.includes('a:2')) throw Object.assign(new Error('value too long'), { code: '22001' });
+        return requests;
+      },
+      (request) => request.split(':')[0]!,
+    );
+    const results = await Promise.allSettled(['a:1', 'a:2', 'b:1'].map((request) => group.run(request)));
+    expect(results.map((result) => result.status)).to.deep.equal(['fulfilled', 'rejected', 'fulfilled']);
+    // 'a:1' committed once: it is never sent again with the commit that failed.
+    expect(commits.filter((commit) => commit.includes('a:1'))).to.have.length(1);
+  });
 });
