@@ -3,6 +3,7 @@ import type { Kysely, Selectable } from 'kysely';
 import type { ConversationRecord, ConversationStore, NewConversationRecord } from '../runtime/ports.js';
 import type { ConversationsTable, DatabaseSchema } from './database-schema.js';
 import { GroupCommit } from './group-commit.js';
+import { hotStatement } from './prepared-statements.js';
 import { rowLimit } from './row-limit.js';
 
 /**
@@ -28,8 +29,8 @@ export function recordColumns(records: NewConversationRecord[]): [string[], stri
   ];
 }
 
-const APPEND = `${insertRecordColumns(1)}
-  returning id, user_id, session_id, role, message, created_at`;
+const APPEND = hotStatement(`${insertRecordColumns(1)}
+  returning id, user_id, session_id, role, message, created_at`);
 
 /** The conversation table behind the runtime's ConversationStore port. */
 export function createConversationRepository(db: Kysely<DatabaseSchema>): ConversationStore {

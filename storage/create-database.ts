@@ -8,6 +8,7 @@ import { AutoAnalyze } from './auto-analyze.js';
 import { lockDataDir } from './data-dir-lock.js';
 import { listenOnServer, type StopListening } from './notification-listener.js';
 import { PGliteDialect } from './pglite-dialect.js';
+import { prepareHotStatements } from './prepared-statements.js';
 import type { DatabaseSchema } from './database-schema.js';
 
 /** An open database: the Kysely instance and what it runs on. */
@@ -71,7 +72,10 @@ function openServer(url: string, options: CreateDatabaseOptions): Database {
   pool.on('error', (error) => options.onIdleError?.(error));
   // A checked-out client whose server goes away emits 'error' too (its query also rejects):
   // without this listener that, too, would crash the process.
-  pool.on('connect', (client) => client.on('error', (error) => options.onIdleError?.(error)));
+  pool.on('connect', (client) => {
+    client.on('error', (error) => options.onIdleError?.(error));
+    prepareHotStatements(client);
+  });
   const db = new Kysely<DatabaseSchema>({ dialect: new PostgresDialect({ pool }) });
   const listeners = new Set<StopListening>();
   return {

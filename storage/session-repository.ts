@@ -3,6 +3,7 @@ import type { Kysely, Selectable } from 'kysely';
 import type { LeaseFence, NewConversationRecord, SessionCursor, SessionPage, SessionProgress, SessionRecord, SessionStore, StoredTransition } from '../runtime/ports.js';
 import { insertRecordColumns, recordColumns } from './conversation-repository.js';
 import { GroupCommit } from './group-commit.js';
+import { hotStatement } from './prepared-statements.js';
 import { toJsonText } from './json-text.js';
 import type { DatabaseSchema, SessionsTable, SessionTransitionsTable } from './database-schema.js';
 import { rowLimit } from './row-limit.js';
@@ -24,7 +25,7 @@ function snapshotText(progress: SessionProgress): string | null {
  * the session is deleted or, for a fenced turn, its lease moved on. The rows are stored
  * either way (their client had the answer). Returns the sessions whose progress was stored.
  */
-const COMPLETE_TURNS = `with turn as (
+const COMPLETE_TURNS = hotStatement(`with turn as (
     select * from unnest($1::varchar[], $2::integer[], $3::text[], $4::varchar[], $5::text[], $6::varchar[], $7::bigint[])
       as turn(session_id, transitions, snapshot, current_state, history_hash, holder, generation)
   ), fenced as (
@@ -49,7 +50,7 @@ const COMPLETE_TURNS = `with turn as (
   from turn
   where sessions.session_id = turn.session_id and sessions.deleted_at is null
     and (turn.holder is null or turn.session_id in (select session_id from fenced))
-  returning sessions.session_id`;
+  returning sessions.session_id`);
 
 /** The end of one turn, as `completeTurn` is given it. */
 type TurnEnd = { sessionId: string; records: NewConversationRecord[]; progress: SessionProgress; fence?: LeaseFence };
