@@ -190,11 +190,11 @@ async function measureCell(
   connections: number,
   workers?: number,
 ): Promise<[number, number]> {
-  // One session per connection, named by the cell so that no two cells share a session.
+  // One session per client, named by the cell so that no two cells share a session.
   const prefix = `bench-${run.stamp}-${target}${workers !== undefined ? `-w${workers}` : ''}-${stream ? 'stream' : 'json'}-c${connections}`;
   const headers = Array.from({ length: connections }, (_, worker) => ({
     'content-type': 'application/json',
-    ...(mode === 'session' ? { 'x-session-id': `${prefix}-${worker}` } : {}),
+    ...(mode === 'session' || mode === 'pooled' ? { 'x-session-id': `${prefix}-${worker}` } : {}),
   }));
   const bodies = chatBodies(stream);
   const exchange = (stream ? streamExchange : jsonExchange)(bodies, (worker) => headers[worker]!);
@@ -207,6 +207,7 @@ async function measureCell(
   const result = await runLoad({
     origin,
     connections,
+    sharedConnections: mode === 'pooled',
     warmup: run.options.warmup,
     durationMs: run.options.durationMs,
     requests: run.options.requests,

@@ -1,16 +1,22 @@
-import { Pool } from 'undici';
+import { Client, Pool, type Dispatcher } from 'undici';
 import { summarise, type LatencySummary } from './latency-stats.js';
 
 /** One timed request: durations in ms from sending it; throws when the response is wrong. */
 export type Sample = { totalMs: number; firstPieceMs?: number };
 
-/** Sends request number `seq` on behalf of connection `worker` and checks the answer. */
-export type Exchange = (pool: Pool, worker: number, seq: number) => Promise<Sample>;
+/** Sends request number `seq` on behalf of client `worker` over `dispatcher` and checks the answer. */
+export type Exchange = (dispatcher: Dispatcher, worker: number, seq: number) => Promise<Sample>;
 
 /** A closed-loop load: `connections` clients, each sending its next request once the previous one is answered. */
 export type LoadOptions = {
   origin: string;
   connections: number;
+  /**
+   * Each client has a keep-alive connection of its own (default), as a client per session
+   * does; when shared, the clients' requests go over one pool of `connections` connections,
+   * each over whichever is free, as an application server's do when it talks for many users.
+   */
+  sharedConnections?: boolean;
   /** Requests sent (at the same concurrency) before measuring; not counted. */
   warmup: number;
   durationMs: number;
@@ -39,12 +45,12 @@ export type LoadResult = {
 const MAX_ERRORS = 1_000;
 const MAX_ERROR_SAMPLES = 5;
 
-/** Runs the warm-up, then the measured phase, over an undici Pool with `connections` keep-alive connections. */
+/** Runs the warm-up, then the measured phase, over `connections` keep-alive connections. */
 export async function runLoad(options: LoadOptions): Promise<LoadResult> {
-  const pool = new Pool(options.origin, { connections: options.connections, pipelining: 1 });
+  const dispatchers = clientDispatchers(options);
   try {
     let seq = 0;
-    await runClients(options, pool, () => seq < options.warmup, () => seq++, () => undefined, () => undefined);
+    await runClients(options, dispatchers, () => seq < options.warmup, () => seq++, () => undefined, () => undefined);
     const totals: number[] = [];
     const firstPieces: number[] = [];
     const errorSamples = new Set<string>();
@@ -57,7 +63,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     let sent = 0;
     await runClients(
       options,
-      pool,
+      dispatchers,
       () => errors < MAX_ERRORS && (limit === undefined ? performance.now() < deadline : sent < limit),
       () => (sent++, seq++),
       (sample) => {
@@ -81,13 +87,22 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
       windowUs: [startedUs, monotonicUs()],
     };
   } finally {
-    await pool.destroy();
+    await Promise.all([...new Set(dispatchers)].map((dispatcher) => dispatcher.destroy()));
   }
+}
+
+/** The dispatcher of each client: a connection of its own, or all one shared pool. */
+function clientDispatchers(options: LoadOptions): Dispatcher[] {
+  if (options.sharedConnections) {
+    const pool = new Pool(options.origin, { connections: options.connections, pipelining: 1 });
+    return Array.from({ length: options.connections }, () => pool);
+  }
+  return Array.from({ length: options.connections }, () => new Client(options.origin, { pipelining: 1 }));
 }
 
 async function runClients(
   options: LoadOptions,
-  pool: Pool,
+  dispatchers: Dispatcher[],
   goOn: () => boolean,
   next: () => number,
   onSample: (sample: Sample) => void,
@@ -96,7 +111,7 @@ async function runClients(
   const client = async (worker: number) => {
     while (goOn()) {
       try {
-        onSample(await options.exchange(pool, worker, next()));
+        onSample(await options.exchange(dispatchers[worker]!, worker, next()));
       } catch (error) {
         onError(error);
       }
@@ -111,9 +126,9 @@ function monotonicUs(): number {
 
 /** A POST of a JSON chat body answered by a chat completion whose message has content. */
 export function jsonExchange(bodies: Buffer[], headersFor: (worker: number) => Record<string, string>): Exchange {
-  return async (pool, worker, seq) => {
+  return async (dispatcher, worker, seq) => {
     const started = performance.now();
-    const response = await pool.request({ method: 'POST', path: '/v1/chat/completions', headers: headersFor(worker), body: bodies[seq % bodies.length]! });
+    const response = await dispatcher.request({ method: 'POST', path: '/v1/chat/completions', headers: headersFor(worker), body: bodies[seq % bodies.length]! });
     const text = await response.body.text();
     const totalMs = performance.now() - started;
     if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}: ${text.slice(0, 200)}`);
@@ -125,9 +140,9 @@ export function jsonExchange(bodies: Buffer[], headersFor: (worker: number) => R
 
 /** A streamed chat request: times the first non-empty content piece and the end of the stream, which must close with [DONE]. */
 export function streamExchange(bodies: Buffer[], headersFor: (worker: number) => Record<string, string>): Exchange {
-  return async (pool, worker, seq) => {
+  return async (dispatcher, worker, seq) => {
     const started = performance.now();
-    const response = await pool.request({ method: 'POST', path: '/v1/chat/completions', headers: headersFor(worker), body: bodies[seq % bodies.length]! });
+    const response = await dispatcher.request({ method: 'POST', path: '/v1/chat/completions', headers: headersFor(worker), body: bodies[seq % bodies.length]! });
     if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}: ${(await response.body.text()).slice(0, 200)}`);
     response.body.setEncoding('utf8');
     let firstPieceMs: number | undefined;

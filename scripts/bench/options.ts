@@ -14,7 +14,7 @@ export const SCENARIOS = ['throughput', 'workers', 'session-memory', 'recall'] a
 export type Scenario = (typeof SCENARIOS)[number];
 
 /** How the service's sessions are used: one per connection, continued turn after turn, or a new one per request. */
-export type SessionMode = 'session' | 'new';
+export type SessionMode = 'session' | 'pooled' | 'new';
 
 /** The settings of one bench run. */
 export type BenchOptions = {
@@ -55,7 +55,9 @@ export const BENCH_USAGE = `Usage: npm run bench -- [options]
   --concurrency LIST     connections for non-streaming cells (default 1,32,128)
   --stream-concurrency L connections for streaming cells (default 1,32)
   --targets LIST         of direct,passthrough,persisted,pglite,pg (default all)
-  --modes LIST           service session modes: session (one per connection), new (one per request); default both
+  --modes LIST           service session modes: session (one per client, over its own connection), pooled (one
+                         per client, the clients sharing one pool of connections), new (one per request);
+                         default session,new
   --no-stream            skip the streaming cells
   --profile              CPU-profile the service; alone it means --targets pglite --modes session --concurrency 32 --no-stream
   --quiet-wait S         before each cell, wait up to S seconds for other processes + steal to take < 0.2 cores (default 60; 0: don't)
@@ -108,7 +110,7 @@ export function parseBenchOptions(args: string[]): BenchOptions {
     streamConcurrency: list(values['stream-concurrency'] ?? '1,32').map((n) => positive('--stream-concurrency', n)),
     // The targets are the throughput scenario's: without it, none is measured.
     targets: scenarios.includes('throughput') ? oneOf('--targets', list(values.targets ?? (profileOnly ? 'pglite' : TARGETS.join(','))), TARGETS) : [],
-    modes: oneOf('--modes', list(values.modes ?? (profileOnly ? 'session' : 'session,new')), ['session', 'new'] as const),
+    modes: oneOf('--modes', list(values.modes ?? (profileOnly ? 'session' : 'session,new')), ['session', 'pooled', 'new'] as const),
     stream: !values['no-stream'] && !profileOnly,
     profile: values.profile,
     quietWaitMs: 1000 * (values['quiet-wait'] !== undefined ? positive('--quiet-wait', values['quiet-wait'], true) : 60),
