@@ -23,6 +23,8 @@ import {
   type TransactionSettings,
 } from 'kysely';
 import pg from 'pg';
+import { PGlitePreparedStatements } from './pglite-prepared-statements.js';
+import { hotStatementName } from './prepared-statements.js';
 
 export class PGliteDialect implements Dialect {
   constructor(private readonly pglite: PGlite) {}
@@ -130,11 +132,19 @@ interface OpenTransaction {
 class PGliteConnection implements DatabaseConnection {
   private open: OpenTransaction | undefined;
 
-  constructor(private readonly pglite: PGlite) {}
+  private readonly prepared: PGlitePreparedStatements;
+
+  constructor(private readonly pglite: PGlite) {
+    this.prepared = new PGlitePreparedStatements(pglite);
+  }
 
   async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
-    const target = this.open?.tx ?? this.pglite;
-    const { affectedRows, rows } = await target.query<R>(query.sql, [...query.parameters], { rowMode: 'object' });
+    // The hot statements run on their own (group commit), never inside a transaction.
+    const name = this.open ? undefined : hotStatementName(query.sql);
+    const { affectedRows, rows } =
+      name === undefined
+        ? await (this.open?.tx ?? this.pglite).query<R>(query.sql, [...query.parameters], { rowMode: 'object' })
+        : await this.prepared.query<R>(name, query.sql, query.parameters);
     return { numAffectedRows: affectedRows === undefined ? undefined : BigInt(affectedRows), rows: rows ?? [] };
   }
 

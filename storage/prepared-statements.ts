@@ -14,6 +14,11 @@ const SHARED_BACKEND_ERRORS = new Set([
   '26000', // invalid_sql_statement_name: this client prepared it on another server process
 ]);
 
+/** The name of the hot statement `text`, if it is one. */
+export function hotStatementName(text: string): string | undefined {
+  return names.get(text);
+}
+
 /** Marks `text` as a hot statement (run prepared on a server connection); returns it unchanged. */
 export function hotStatement(text: string): string {
   if (!names.has(text)) names.set(text, `svc_hot_${names.size + 1}`);
