@@ -1,7 +1,7 @@
 import type { Logger } from 'winston';
 import type { EventBus } from '../runtime/observability/event-bus.js';
 
-/** Writes the runtime's events to the log: failures with their traceback, the rest at debug. */
+/** Writes the runtime's events to the log: failures with their traceback, the rest at debug (when that level is on). */
 export function logRuntimeEvents(events: EventBus, logger: Logger): () => void {
   const unsubscribers = [
     events.on('storage:error', ({ operation, error, attempt, willRetry }) => {
@@ -12,11 +12,6 @@ export function logRuntimeEvents(events: EventBus, logger: Logger): () => void {
     events.on('llm:error', ({ sessionId, message, durationMs }) => {
       logger.warn(`LLM call failed: ${message}`, { sessionId, durationMs: Math.round(durationMs) });
     }),
-    events.on('session:created', ({ sessionId, userId }) => logger.debug('session created', { sessionId, userId })),
-    events.on('session:state_changed', ({ sessionId, from, to, reason }) => logger.debug(`session ${from} -> ${to}`, { sessionId, reason })),
-    events.on('tool:call', ({ sessionId, tool, server, durationMs, outcome }) =>
-      logger.debug(`tool ${server}/${tool} ${outcome}`, { sessionId, durationMs: Math.round(durationMs) }),
-    ),
     events.on('oauth:refresh_failed', ({ userId, provider, reason, message }) =>
       logger.warn(`OAuth token refresh failed (${reason}): ${message}`, { userId, provider }),
     ),
@@ -25,9 +20,23 @@ export function logRuntimeEvents(events: EventBus, logger: Logger): () => void {
     ),
     events.on('oauth:connected', ({ userId, provider }) => logger.info('OAuth account connected', { userId, provider })),
     events.on('oauth:disconnected', ({ userId, provider }) => logger.info('OAuth account disconnected', { userId, provider })),
+    // winston formats every entry before its transports drop those below their level, so
+    // the debug lines of every turn are subscribed only when they are written.
+    ...(logger.isDebugEnabled() ? debugLines(events, logger) : []),
+  ];
+  return () => unsubscribers.forEach((unsubscribe) => unsubscribe());
+}
+
+/** The routine events, each a debug line. */
+function debugLines(events: EventBus, logger: Logger): (() => void)[] {
+  return [
+    events.on('session:created', ({ sessionId, userId }) => logger.debug('session created', { sessionId, userId })),
+    events.on('session:state_changed', ({ sessionId, from, to, reason }) => logger.debug(`session ${from} -> ${to}`, { sessionId, reason })),
+    events.on('tool:call', ({ sessionId, tool, server, durationMs, outcome }) =>
+      logger.debug(`tool ${server}/${tool} ${outcome}`, { sessionId, durationMs: Math.round(durationMs) }),
+    ),
     events.on('oauth:refreshed', ({ userId, provider, durationMs }) =>
       logger.debug('OAuth token refreshed', { userId, provider, durationMs: Math.round(durationMs) }),
     ),
   ];
-  return () => unsubscribers.forEach((unsubscribe) => unsubscribe());
 }
