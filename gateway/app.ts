@@ -56,8 +56,9 @@ export function createApp(deps: AppDeps): Express {
     app.use('/inspect', loopbackOnly('The inspector (/inspect)'));
     app.use('/metrics', loopbackOnly('/metrics'));
   }
-  // Before the key check: a browser cannot send a key when it loads a page.
-  app.use(deps.inspectRouter);
+  // Before the key check: a browser cannot send a key when it loads a page. Mounted on its
+  // path, so the other requests pass one layer here, not each of its routes.
+  app.use('/inspect', deps.inspectRouter);
   // Before the body is read: an unauthenticated request costs no parsing.
   app.use(deps.apiKeys.authenticate);
   // Any content type is read as JSON: curl without -H still works.

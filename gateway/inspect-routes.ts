@@ -70,31 +70,32 @@ const PAGE_SECURITY_POLICY =
   "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /**
- * The session inspector: the page shell (`/inspect`, its script and style, public), and the
- * data it reads behind the API key: `/inspect/sessions` (live and recent sessions),
- * `/inspect/graph.svg` (the state graph) and `/inspect/events` (runtime events as SSE).
+ * The session inspector, mounted on `/inspect`: the page shell (`/inspect`, its script and
+ * style, public), and the data it reads behind the API key: `/inspect/sessions` (live and
+ * recent sessions), `/inspect/graph.svg` (the state graph) and `/inspect/events` (runtime
+ * events as SSE). The router's paths are relative to the mount.
  */
 export function createInspectRoutes(deps: InspectRoutesDeps): InspectRoutes {
   const router = Router();
   const streams = new Set<() => void>();
   if (!deps.enabled) {
-    router.use('/inspect', (req) => {
+    router.use((req) => {
       throw new ServiceError('NOT_FOUND', `Unknown route: ${req.method} ${req.originalUrl.split('?')[0]} (the inspector page is off: inspect.page)`);
     });
     return { router, openStreams: 0, close: () => {} };
   }
 
   const svg = toSvg(deps.graph);
-  router.get('/inspect/sessions', deps.authenticate, async (_req, res) => {
+  router.get('/sessions', deps.authenticate, async (_req, res) => {
     res.json({ object: 'list', data: await listSessions(deps, callerOf(res)?.userId) });
   });
   // Beside the agent API (which always needs a key): in local mode the page reads history here.
-  router.get('/inspect/sessions/:agent_id/transitions', deps.authenticate, deps.history.transitions);
-  router.get('/inspect/sessions/:agent_id/messages', deps.authenticate, deps.history.messages);
-  router.get('/inspect/graph.svg', deps.authenticate, (_req, res) => {
+  router.get('/sessions/:agent_id/transitions', deps.authenticate, deps.history.transitions);
+  router.get('/sessions/:agent_id/messages', deps.authenticate, deps.history.messages);
+  router.get('/graph.svg', deps.authenticate, (_req, res) => {
     res.type('image/svg+xml').set('Cache-Control', 'no-cache').send(svg);
   });
-  router.get('/inspect/events', deps.authenticate, async (req, res) => {
+  router.get('/events', deps.authenticate, async (req, res) => {
     const sessionId = optionalQuery(req, 'session_id');
     const boundUser = callerOf(res)?.userId;
     if (sessionId !== undefined && boundUser !== undefined) {
@@ -110,8 +111,8 @@ export function createInspectRoutes(deps: InspectRoutesDeps): InspectRoutes {
   });
 
   const sendPage: RequestHandler = (_req, res) => res.set(pageHeaders()).sendFile('index.html', { root: PAGE_DIR });
-  router.get(['/inspect', '/inspect/'], sendPage);
-  router.use('/inspect', express.static(PAGE_DIR, { index: false, redirect: false, setHeaders: (res) => res.set(pageHeaders()) }));
+  router.get('/', sendPage);
+  router.use(express.static(PAGE_DIR, { index: false, redirect: false, setHeaders: (res) => res.set(pageHeaders()) }));
 
   return {
     router,

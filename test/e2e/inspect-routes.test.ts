@@ -215,7 +215,7 @@ describe('inspector routes (/inspect)', () => {
         recentSessions: 10,
         keepAliveMs: 20,
       });
-      const app = express().use(routes.router).use(createErrorHandler(testLogger()));
+      const app = express().use('/inspect', routes.router).use(createErrorHandler(testLogger()));
       server = app.listen(0, '127.0.0.1');
       await new Promise((resolve) => server.once('listening', resolve));
       url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/inspect/events`;
