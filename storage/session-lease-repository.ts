@@ -56,9 +56,13 @@ export function createSessionLeaseRepository(database: Database): SessionLeaseSt
     },
 
     async release(sessionId: string, holder: string, generation: number): Promise<void> {
+      // Expired since always, not since now(): a renewal whose transaction began before this
+      // commits compares with its own, earlier now(), and would find a lease that expires
+      // "now" still valid and extend it for a holder that has let it go (the next holder then
+      // waited out the whole lease).
       await db
         .updateTable('session_leases')
-        .set({ expires_at: sql<Date>`now()` })
+        .set({ expires_at: sql<Date>`'-infinity'::timestamptz` })
         .where('session_id', '=', sessionId)
         .where('holder', '=', holder)
         .where('generation', '=', generation)

@@ -61,6 +61,23 @@ for (const target of databaseTargets()) {
       expect(await leases.tryAcquire(given, 'process-b', 60_000)).to.deep.equal({ generation: 2 });
     });
 
+    // PGlite (pglite-socket too) runs one connection's work at a time: no renewal can be open beside a release there.
+    if (target.backend === 'postgres') {
+      it('does not renew a lease given back after the renewal began, whose transaction reads an earlier now()', async () => {
+        const sessionId = randomUUID();
+        const { generation } = (await leases.tryAcquire(sessionId, 'process-a', 60_000))!;
+        await database.db.transaction().execute(async (trx) => {
+          // The renewal's transaction begins (and fixes its now()) before the release commits.
+          await sql`select 1`.execute(trx);
+          await new Promise((resolve) => setTimeout(resolve, 20));
+          await leases.release(sessionId, 'process-a', generation);
+          const renewal = await createSessionLeaseRepository({ ...database, db: trx }).renew('process-a', [sessionId], 60_000);
+          expect(renewal.kept).to.deep.equal([]);
+        });
+        expect(await leases.tryAcquire(sessionId, 'process-b', 60_000)).to.deep.equal({ generation: generation + 1 });
+      });
+    }
+
     it('asks the holder to hand a lease over: the holder hears it at once, and its renewals say so until the next holder takes it', async () => {
       const sessionId = randomUUID();
       const heard: string[] = [];
