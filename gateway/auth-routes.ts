@@ -217,10 +217,12 @@ function checkLoginLink(req: Request, userId: string, links: LoginLinkSigner): v
 function boundUser(req: Request, res: Response): string | undefined {
   if (res.locals.caller?.userId === undefined) return undefined;
   const fromBody: unknown = isRecord(req.body) ? req.body.user_id : undefined;
+  // Before any String(): a deeply nested array would overflow the stack there.
+  if (fromBody !== undefined && typeof fromBody !== 'string') throw new ServiceError('INVALID_REQUEST', 'user_id must be a string', { param: 'user_id' });
   const fromQuery = req.query.user_id;
   return actingUser(res, [
     { value: req.get('x-user-id'), param: 'X-User-ID' },
-    { value: fromBody === undefined ? undefined : String(fromBody), param: 'user_id' },
+    { value: fromBody, param: 'user_id' },
     { value: fromQuery === undefined ? undefined : String(fromQuery), param: 'user_id' },
   ]);
 }

@@ -164,6 +164,7 @@ describe(`fuzzed malformed requests (FUZZ_SEED=${SEED})`, function () {
       { label: 'agents cursor whose session id is too long', method: 'GET', path: `/v1/agents?after=${Buffer.from(`1:${'x'.repeat(256)}`).toString('base64url')}`, headers: {} },
       { label: 'lone surrogate in a message (its reply could not be stored)', method: 'POST', path: '/v1/chat/completions', headers: {}, body: '{"messages":[{"role":"user","content":"a \\ud800 b"}]}' },
       { label: 'lone surrogate in the user id', method: 'POST', path: '/v1/chat/completions', headers: {}, body: '{"user_id":"\\udfff","messages":[{"role":"user","content":"hi"}]}' },
+      { label: 'deeply nested user_id from a key bound to a user', method: 'POST', path: '/auth/idp/disconnect', headers: { Authorization: `Bearer ${targets.boundKey}` }, body: `{"user_id":${nested}}` },
     ];
     for (const fuzz of found) {
       const response = await pool.request({
