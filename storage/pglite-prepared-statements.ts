@@ -1,8 +1,6 @@
 import { parse, protocol, type PGlite, type Results } from '@electric-sql/pglite';
 
 const serialize = protocol.serialize;
-/** Every step but the last leaves the file system to the last (PGlite's own queries do the same). */
-const STEP = { syncToFs: false } as const;
 
 type Messages = Parameters<typeof parse.parseResults>[0];
 type Parsers = Parameters<typeof parse.parseResults>[1];
@@ -14,46 +12,53 @@ type TypeHandlers = { serializers: Record<number, (value: unknown) => string>; p
  * The hot statements on the embedded database, as named prepared statements of its one
  * connection: parsed and described once, then bound and executed, so PGlite plans them no
  * more once it keeps a generic plan. PGlite's `query` parses and plans every statement anew
- * (the unnamed statement); these are the largest statements of a turn. The protocol steps are
- * PGlite's own for `query` (bind, describe, execute, sync), run under its exclusive lock.
+ * (the unnamed statement); these are the largest statements of a turn. The messages are
+ * those PGlite's `query` sends, less the description of the rows (read once, at
+ * preparation), given in one input, under PGlite's exclusive lock.
  */
 export class PGlitePreparedStatements {
-  /** Parameter type ids of each statement prepared on this instance, by name. */
-  private readonly prepared = new Map<string, Promise<number[]>>();
+  /** What each statement prepared on this instance takes and returns, by name. */
+  private readonly prepared = new Map<string, Promise<Prepared>>();
 
   constructor(private readonly pglite: PGlite) {}
 
   async query<R>(name: string, text: string, parameters: readonly unknown[]): Promise<Results<R>> {
-    const types = await this.prepare(name, text);
+    const { types, rowDescription } = await this.prepare(name, text);
     const { serializers, parsers } = this.pglite as unknown as TypeHandlers;
     const values = parameters.map((value, index) => (value === null || value === undefined ? null : (serializers[types[index]!]?.(value) ?? String(value))));
-    const messages = await this.pglite.runExclusive(() =>
-      this.steps([serialize.bind({ statement: name, values }), serialize.describe({ type: 'P' }), serialize.execute({})]),
-    );
-    return parse.parseResults(messages, parsers, { rowMode: 'object' })[0] as Results<R>;
+    // Bind, execute and sync as one input: PGlite runs them in one call, and after an error
+    // the server skips to the sync, which is already there.
+    const input = concat([serialize.bind({ statement: name, values }), serialize.execute({}), serialize.sync()]);
+    const { messages } = await this.pglite.runExclusive(() => this.pglite.execProtocol(input, { syncToFs: true }));
+    // The rows are described once, at preparation.
+    return parse.parseResults(rowDescription ? [rowDescription, ...messages] : messages, parsers, { rowMode: 'object' })[0] as Results<R>;
   }
 
-  private prepare(name: string, text: string): Promise<number[]> {
-    let types = this.prepared.get(name);
-    if (!types) {
-      types = this.pglite.runExclusive(async () =>
-        parse.parseDescribeStatementResults(await this.steps([serialize.parse({ name, text }), serialize.describe({ type: 'S', name })])),
-      );
-      this.prepared.set(name, types);
+  private prepare(name: string, text: string): Promise<Prepared> {
+    let prepared = this.prepared.get(name);
+    if (!prepared) {
+      prepared = this.pglite.runExclusive(async () => {
+        const input = concat([serialize.parse({ name, text }), serialize.describe({ type: 'S', name }), serialize.sync()]);
+        const { messages } = await this.pglite.execProtocol(input, { syncToFs: false });
+        return { types: parse.parseDescribeStatementResults(messages), rowDescription: messages.find((message) => message.name === 'rowDescription') };
+      });
+      this.prepared.set(name, prepared);
       // A statement that could not be prepared (its table not made yet) is tried again next time.
-      types.catch(() => this.prepared.delete(name));
+      prepared.catch(() => this.prepared.delete(name));
     }
-    return types;
+    return prepared;
   }
+}
 
-  /** Runs `steps`, then the sync that ends them (also after an error, as the protocol wants); returns their messages. */
-  private async steps(steps: Uint8Array[]): Promise<Messages> {
-    const messages: Messages = [];
-    try {
-      for (const step of steps) messages.push(...(await this.pglite.execProtocol(step, STEP)).messages);
-    } finally {
-      messages.push(...(await this.pglite.execProtocol(serialize.sync(), { syncToFs: true })).messages);
-    }
-    return messages;
+/** A prepared statement: its parameters' type ids, and the description of its rows (none if it returns none). */
+type Prepared = { types: number[]; rowDescription: Messages[number] | undefined };
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  const whole = new Uint8Array(parts.reduce((length, part) => length + part.length, 0));
+  let offset = 0;
+  for (const part of parts) {
+    whole.set(part, offset);
+    offset += part.length;
   }
+  return whole;
 }
