@@ -28,7 +28,7 @@ export class PGlitePreparedStatements {
     const values = parameters.map((value, index) => (value === null || value === undefined ? null : (serializers[types[index]!]?.(value) ?? String(value))));
     // Bind, execute and sync as one input: PGlite runs them in one call, and after an error
     // the server skips to the sync, which is already there.
-    const input = concat([serialize.bind({ statement: name, values }), serialize.execute({}), serialize.sync()]);
+    const input = Buffer.concat([serialize.bind({ statement: name, values }), serialize.execute({}), serialize.sync()]);
     const { messages } = await this.pglite.runExclusive(() => this.pglite.execProtocol(input, { syncToFs: true }));
     // The rows are described once, at preparation.
     return parse.parseResults(rowDescription ? [rowDescription, ...messages] : messages, parsers, { rowMode: 'object' })[0] as Results<R>;
@@ -38,7 +38,7 @@ export class PGlitePreparedStatements {
     let prepared = this.prepared.get(name);
     if (!prepared) {
       prepared = this.pglite.runExclusive(async () => {
-        const input = concat([serialize.parse({ name, text }), serialize.describe({ type: 'S', name }), serialize.sync()]);
+        const input = Buffer.concat([serialize.parse({ name, text }), serialize.describe({ type: 'S', name }), serialize.sync()]);
         const { messages } = await this.pglite.execProtocol(input, { syncToFs: false });
         return { types: parse.parseDescribeStatementResults(messages), rowDescription: messages.find((message) => message.name === 'rowDescription') };
       });
@@ -52,13 +52,3 @@ export class PGlitePreparedStatements {
 
 /** A prepared statement: its parameters' type ids, and the description of its rows (none if it returns none). */
 type Prepared = { types: number[]; rowDescription: Messages[number] | undefined };
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const whole = new Uint8Array(parts.reduce((length, part) => length + part.length, 0));
-  let offset = 0;
-  for (const part of parts) {
-    whole.set(part, offset);
-    offset += part.length;
-  }
-  return whole;
-}
