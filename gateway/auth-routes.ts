@@ -184,9 +184,8 @@ function requireUserId(req: Request, res: Response): string {
   if (bound !== undefined) return bound;
   const header = req.get('x-user-id');
   if (header !== undefined) return checkUserId(header, 'X-User-ID');
-  const fromBody: unknown = isRecord(req.body) ? req.body.user_id : undefined;
+  const fromBody = userIdInBody(req);
   if (fromBody !== undefined) {
-    if (typeof fromBody !== 'string') throw new ServiceError('INVALID_REQUEST', 'user_id must be a string', { param: 'user_id' });
     return checkUserId(fromBody, 'user_id');
   }
   const fromQuery = singleQueryValue(req, 'user_id');
@@ -216,15 +215,20 @@ function checkLoginLink(req: Request, userId: string, links: LoginLinkSigner): v
 /** The bound user of the caller's key, after checking that the request names no other user. */
 function boundUser(req: Request, res: Response): string | undefined {
   if (res.locals.caller?.userId === undefined) return undefined;
-  const fromBody: unknown = isRecord(req.body) ? req.body.user_id : undefined;
-  // Before any String(): a deeply nested array would overflow the stack there.
-  if (fromBody !== undefined && typeof fromBody !== 'string') throw new ServiceError('INVALID_REQUEST', 'user_id must be a string', { param: 'user_id' });
+  const fromBody = userIdInBody(req);
   const fromQuery = req.query.user_id;
   return actingUser(res, [
     { value: req.get('x-user-id'), param: 'X-User-ID' },
     { value: fromBody, param: 'user_id' },
     { value: fromQuery === undefined ? undefined : String(fromQuery), param: 'user_id' },
   ]);
+}
+
+/** The body's user_id, refused unless a string (never turned into one: String() of a deeply nested array overflows the stack). */
+function userIdInBody(req: Request): string | undefined {
+  const value: unknown = isRecord(req.body) ? req.body.user_id : undefined;
+  if (value !== undefined && typeof value !== 'string') throw new ServiceError('INVALID_REQUEST', 'user_id must be a string', { param: 'user_id' });
+  return value;
 }
 
 function checkUserId(value: string, param: string): string {
