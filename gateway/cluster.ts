@@ -4,6 +4,7 @@ import type { AppConfig } from '../config/load-config.js';
 import { createDatabase, migrateToLatest } from '../storage/index.js';
 import { parseApiKeys } from './api-keys.js';
 import { servePrimary, type RpcHandler } from './cluster-rpc.js';
+import { dispatchConnections } from './connection-handoff.js';
 import { startLine } from './start-line.js';
 
 /** Restarts allowed in `RESTART_WINDOW_MS` before the next one waits `RESTART_PAUSE_MS`. */
@@ -17,18 +18,15 @@ const CLOSE_MARGIN_MS = 15_000;
 export type PrimaryOptions = { handlers?: Record<string, RpcHandler> };
 
 /**
- * The primary process of `app.workers` > 1: migrates the database once, forks the workers
- * (they share the port), replaces a worker that dies, and on SIGTERM or SIGINT stops them
+ * The primary process of `app.workers` > 1: migrates the database once, listens, forks the
+ * workers and hands them the connections, replaces a worker that dies, and on SIGTERM or SIGINT stops them
  * gracefully (each finishes its turns, flushes and closes); a second signal kills them.
  * Resolves with the exit code once every worker has stopped.
  */
 export async function runPrimary(config: AppConfig, logger: Logger, options: PrimaryOptions = {}): Promise<number> {
   await migrateOnce(config);
-  // Workers accept connections themselves from the shared socket. With the default round
-  // robin the primary accepts and hands each connection over, and one handed to a worker in
-  // the instant it dies is never closed: its client hangs. A dead worker's own connections are
-  // closed by the kernel, so clients see the break and can retry.
-  cluster.schedulingPolicy = cluster.SCHED_NONE;
+  // The primary accepts the connections and hands each to the worker holding the fewest.
+  const dispatcher = await dispatchConnections(config.app.port, config.app.host);
   const stopServing = servePrimary(options.handlers ?? {});
   const wanted = config.app.workers;
   const started = new Set<Worker>();
@@ -36,19 +34,19 @@ export async function runPrimary(config: AppConfig, logger: Logger, options: Pri
   const restarts: number[] = [];
   let stopping = false;
   let failed = false;
-  /** Every worker listened once: start-up is over, and a worker that dies from now on is replaced. */
+  /** Every worker took connections once: start-up is over, and a worker that dies from now on is replaced. */
   let up = false;
 
   const fork = (index: number) => {
-    const worker = cluster.fork({ SVC_WORKER_INDEX: String(index) });
+    const worker = cluster.fork({ SVC_WORKER_INDEX: String(index), SVC_PUBLIC_PORT: String(dispatcher.address.port) });
     started.add(worker);
-    worker.once('listening', (bound) => {
+    dispatcher.add(worker, () => {
       ready.add(worker);
       if (up) logger.info(`worker ${index} (pid ${worker.process.pid}) listening`);
       else if (ready.size === wanted) {
         up = true;
         const localMode = parseApiKeys(config.auth.api_keys).length === 0;
-        logger.info(startLine({ bound, workers: wanted, localMode, llmBaseUrl: config.llm.base_url, database: 'pg' }));
+        logger.info(startLine({ bound: dispatcher.address, workers: wanted, localMode, llmBaseUrl: config.llm.base_url, database: 'pg' }));
       }
     });
     worker.once('exit', (code, signal) => {
@@ -84,6 +82,7 @@ export async function runPrimary(config: AppConfig, logger: Logger, options: Pri
     stopping = true;
     logger.info(`${reason}: stopping ${started.size} workers`);
     const exits = [...started].map((worker) => exitOf(worker));
+    dispatcher.close();
     for (const worker of started) worker.process.kill('SIGTERM');
     const deadline = setTimeout(() => {
       logger.warn('workers did not stop in time: killing them');

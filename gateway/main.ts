@@ -42,7 +42,9 @@ async function main(): Promise<void> {
 async function serve(config: AppConfig): Promise<void> {
   const worker = cluster.isWorker ? `worker ${process.env.SVC_WORKER_INDEX ?? cluster.worker?.id}` : undefined;
   const logger = createLogger(config.log.level, worker);
-  const starting = startService(config, logger).catch((error: Error) => {
+  // A worker is handed its connections by the primary (gateway/connection-handoff.ts).
+  const handedConnections = worker ? { publicPort: Number(process.env.SVC_PUBLIC_PORT) } : undefined;
+  const starting = startService(config, logger, { handedConnections }).catch((error: Error) => {
     if (error instanceof ConfigError) {
       logger.error(`Configuration error: ${error.message}`);
       process.exit(78);

@@ -1,5 +1,5 @@
 import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, ListenOptions } from 'node:net';
 import type { Logger } from 'winston';
 import type { AppConfig } from '../config/load-config.js';
 import { loadGraph } from '../config/load-graph.js';
@@ -20,6 +20,7 @@ import { createDatabase, createStores, migrateToLatest, type Database } from '..
 import { createAgentsRouter, createHistoryHandlers } from './agents-routes.js';
 import { createApiKeyGuard } from './api-keys.js';
 import { createApp } from './app.js';
+import { acceptHandedConnections } from './connection-handoff.js';
 import { drainServer } from './drain-server.js';
 import { createInspectRoutes } from './inspect-routes.js';
 import { createUsageLimiter } from './usage-limits.js';
@@ -45,8 +46,11 @@ export type RunningService = {
   close(): Promise<void>;
 };
 
+/** How the service gets its connections: from its own port (the default), or handed over by a cluster primary. */
+export type ServiceOptions = { handedConnections?: { publicPort: number } };
+
 /** The composition root: opens storage, builds the runtime and the app, and listens. */
-export async function startService(config: AppConfig, logger: Logger): Promise<RunningService> {
+export async function startService(config: AppConfig, logger: Logger, options: ServiceOptions = {}): Promise<RunningService> {
   const graph = loadGraph(config.state.graph_path);
   const apiKeys = createApiKeyGuard(config.auth.api_keys);
   // Checked before anything opens; it connects once the service listens.
@@ -203,8 +207,11 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
     metrics,
     inspectRouter: inspectRoutes.router,
   });
-  const server = await listen(app, config.app.port, config.app.host);
-  port = (server.address() as AddressInfo).port;
+  const handedOver = options.handedConnections;
+  // A worker's own port is on loopback, only so that Node tracks the connections it is handed.
+  const server = handedOver ? await listen(app, { port: 0, host: '127.0.0.1', exclusive: true }) : await listen(app, { port: config.app.port, host: config.app.host });
+  const handed = handedOver ? acceptHandedConnections(server) : undefined;
+  port = handedOver ? handedOver.publicPort : (server.address() as AddressInfo).port;
   inspector?.start();
   // Deliveries left pending by an earlier run go out now.
   await webhooks.start();
@@ -214,7 +221,7 @@ export async function startService(config: AppConfig, logger: Logger): Promise<R
   const close = () =>
     (closing ??= (async () => {
       inspectRoutes.close();
-      const { forced } = await drainServer(server, config.app.shutdown_timeout_ms);
+      const { forced } = await drainServer(server, config.app.shutdown_timeout_ms, handed);
       if (forced) logger.warn(`requests still running after ${config.app.shutdown_timeout_ms} ms were cut; their turns are cancelled and stored`);
       // Cut requests cancel their turns; each still stores how it ended.
       await supervisor.stop(CANCELLED_TURNS_WAIT_MS);
@@ -275,9 +282,9 @@ async function createMemory(
   return createVectorMemory({ store, embedder, events, results: config.memory.long_term_results });
 }
 
-function listen(app: ReturnType<typeof createApp>, port: number, host: string): Promise<Server> {
+function listen(app: ReturnType<typeof createApp>, where: ListenOptions): Promise<Server> {
   return new Promise((resolve, reject) => {
-    const server = app.listen(port, host);
+    const server = app.listen(where);
     server.once('listening', () => resolve(server));
     server.once('error', reject);
   });
