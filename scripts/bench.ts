@@ -208,7 +208,8 @@ async function measureCell(
     origin,
     connections,
     sharedConnections: mode === 'pooled',
-    warmup: run.options.warmup,
+    // Each worker process compiles its own hot code: every worker gets as many warm-up requests as one process does.
+    warmup: run.options.warmup * (workers ?? 1),
     durationMs: run.options.durationMs,
     requests: run.options.requests,
     exchange,

@@ -49,7 +49,7 @@ export type BenchOptions = {
 export const BENCH_USAGE = `Usage: npm run bench -- [options]
   --duration S           measured seconds per cell (default 5)
   --requests N           measure N requests per cell instead of a duration
-  --warmup N             warm-up requests per cell (default 500)
+  --warmup N             warm-up requests per cell, per worker in the workers scenario (default 500)
   --quick                1 s cells, 100 warm-up requests; small session-memory and recall sizes
   --scenario LIST        of throughput,workers,session-memory,recall (default all; the full sizes take about 45 min)
   --concurrency LIST     connections for non-streaming cells (default 1,32,128)

@@ -305,7 +305,7 @@ export function renderMarkdown(report: BenchReport): string {
     '',
     `- Machine: ${machine.cpuModel}, ${machine.cores} cores, ${machine.memoryGb} GB, ${machine.os}, load average at start ${machine.loadAverage.join(' ')}`,
     `- Node ${machine.node}, commit ${machine.commit}`,
-    `- Cells: ${report.options.requests !== undefined ? `${report.options.requests} requests` : `${report.options.durationMs / 1000} s`} after ${report.options.warmup} warm-up requests; loopback, scripted LLM`,
+    `- Cells: ${report.options.requests !== undefined ? `${report.options.requests} requests` : `${report.options.durationMs / 1000} s`} after ${report.options.warmup} warm-up requests (per worker with workers); loopback, scripted LLM`,
   ];
   const cells = throughputCells(report.cells);
   if (cells.some((cell) => !cell.stream)) parts.push('', '## Non-streaming', '', markdownTable(nonStreamingTable(cells)));
