@@ -30,6 +30,34 @@ export interface ConversationStore {
   deleteSession(sessionId: string): Promise<number>;
 }
 
+/**
+ * A stored response of the Responses API: a turn of a session as that API shows it. The
+ * turn's messages are in the conversation table like every turn; this keeps what the
+ * Responses API returns and where in its session the response ends (the session's history
+ * hash after it), so that `previous_response_id` can continue or branch from it.
+ */
+export type ResponseRecord = {
+  id: string;
+  userId: string;
+  sessionId: string;
+  previousResponseId: string | null;
+  /** The session's history hash right after this response. */
+  historyHash: string;
+  /** The response object as the API returns it. */
+  body: Record<string, unknown>;
+  /** The input items of the request, with their ids. */
+  input: Array<Record<string, unknown>>;
+  createdAt: Date;
+};
+
+/** Stored responses of the Responses API. */
+export interface ResponseStore {
+  put(record: Omit<ResponseRecord, 'createdAt'>): Promise<void>;
+  get(id: string): Promise<ResponseRecord | undefined>;
+  /** Deletes a response; false when there was none. */
+  remove(id: string): Promise<boolean>;
+}
+
 /** A session (an agent): its owner, its actor snapshot at rest and its bookkeeping. */
 export type SessionRecord = {
   sessionId: string;

@@ -27,6 +27,20 @@ export type SessionsTable = {
   deleted_at: Date | null;
 };
 
+/** The `responses` table: the Responses API's responses, each a turn of a session. */
+export type ResponsesTable = {
+  id: string;
+  user_id: string;
+  session_id: string;
+  previous_response_id: string | null;
+  history_hash: string;
+  /** jsonb: written as JSON text, read back parsed. */
+  body: ColumnType<Record<string, unknown>, string, string>;
+  /** jsonb: written as JSON text, read back parsed. */
+  input: ColumnType<Array<Record<string, unknown>>, string, string>;
+  created_at: CreatedTimestamp;
+};
+
 /** The `session_leases` table: which process runs a session's turns, until when. */
 export type SessionLeasesTable = {
   session_id: string;
@@ -132,6 +146,7 @@ export type WebhookDeliveriesTable = {
 export type DatabaseSchema = {
   conversations: ConversationsTable;
   sessions: SessionsTable;
+  responses: ResponsesTable;
   session_leases: SessionLeasesTable;
   session_transitions: SessionTransitionsTable;
   memories: MemoriesTable;

@@ -2,12 +2,13 @@
  * Storage: the database factory (PostgreSQL through `pg`, or the embedded PGlite), the
  * migrations, and the repositories implementing the runtime's storage ports.
  */
-import type { ConversationStore, EmbedderRecordStore, OAuthStateStore, SessionStore, TokenStore, VectorMemoryStore } from '../runtime/ports.js';
+import type { ConversationStore, EmbedderRecordStore, OAuthStateStore, ResponseStore, SessionStore, TokenStore, VectorMemoryStore } from '../runtime/ports.js';
 import { createConversationRepository } from './conversation-repository.js';
 import type { Database } from './create-database.js';
 import { createEmbedderRecordRepository } from './embedder-record-repository.js';
 import { createMemoryRepository } from './memory-repository.js';
 import { createOAuthStateRepository } from './oauth-state-repository.js';
+import { createResponseRepository } from './response-repository.js';
 import { createSessionRepository } from './session-repository.js';
 import { createTokenRepository } from './token-repository.js';
 
@@ -18,12 +19,14 @@ export { MEMORY_MIGRATION_TABLE, migrateToLatest } from './migrate.js';
 export type { MigrateOptions, MigrationSummary } from './migrate.js';
 export type { ConversationsTable, DatabaseSchema, MemoriesTable, OAuthStatesTable, OAuthTokensTable, SessionsTable } from './database-schema.js';
 export { reembedMemories } from './embedder-record-repository.js';
-export { createConversationRepository, createEmbedderRecordRepository, createMemoryRepository, createOAuthStateRepository, createSessionRepository, createTokenRepository };
+export { createConversationRepository, createEmbedderRecordRepository, createMemoryRepository, createOAuthStateRepository, createResponseRepository, createSessionRepository, createTokenRepository };
 
 /** The stores the runtime is wired with; `memories` only when the database has vector support. */
 export type Stores = {
   conversations: ConversationStore;
   sessions: SessionStore;
+  /** The Responses API's stored responses. */
+  responses: ResponseStore;
   /** Users' OAuth tokens (encrypted by the runtime before they get here). */
   tokens: TokenStore;
   /** Pending OAuth logins. */
@@ -38,6 +41,7 @@ export function createStores(database: Database): Stores {
   const stores: Stores = {
     conversations: createConversationRepository(database.db),
     sessions: createSessionRepository(database.db),
+    responses: createResponseRepository(database.db),
     tokens: createTokenRepository(database.db),
     oauthStates: createOAuthStateRepository(database.db),
   };

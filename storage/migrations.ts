@@ -194,6 +194,25 @@ export const coreMigrations: Record<string, Migration> = {
       await db.schema.alterTable('session_leases').addColumn('wanted', 'boolean', (column) => column.notNull().defaultTo(false)).execute();
     },
   },
+  '0009_responses': {
+    async up(db: Kysely<any>) {
+      // The Responses API's responses: what it returned for a turn, and where in its session
+      // the turn ended. The turn's messages are in `conversations`, as every turn's are.
+      await db.schema
+        .createTable('responses')
+        .ifNotExists()
+        .addColumn('id', 'varchar(64)', (column) => column.primaryKey())
+        .addColumn('user_id', 'varchar(255)', (column) => column.notNull())
+        .addColumn('session_id', 'varchar(255)', (column) => column.notNull())
+        .addColumn('previous_response_id', 'varchar(64)')
+        .addColumn('history_hash', 'text', (column) => column.notNull())
+        .addColumn('body', 'jsonb', (column) => column.notNull())
+        .addColumn('input', 'jsonb', (column) => column.notNull())
+        .addColumn('created_at', 'timestamptz', (column) => column.notNull().defaultTo(sql`now()`))
+        .execute();
+      await db.schema.createIndex('responses_session_id_idx').ifNotExists().on('responses').column('session_id').execute();
+    },
+  },
 };
 
 /**

@@ -14,6 +14,7 @@ const CORE_NAMES = [
   '0006_webhook_claims',
   '0007_webhook_owners',
   '0008_session_lease_handover',
+  '0009_responses',
 ];
 const CORE = CORE_NAMES.map((name) => `core/${name}`);
 const MEMORY = ['memory/0001_memories', 'memory/0002_memory_embedder'];

@@ -1,0 +1,47 @@
+import type { Kysely, Selectable } from 'kysely';
+import type { ResponseRecord, ResponseStore } from '../runtime/ports.js';
+import type { DatabaseSchema, ResponsesTable } from './database-schema.js';
+import { toJsonText } from './json-text.js';
+
+/** The responses table behind the runtime's ResponseStore port. */
+export function createResponseRepository(db: Kysely<DatabaseSchema>): ResponseStore {
+  return {
+    async put(record) {
+      await db
+        .insertInto('responses')
+        .values({
+          id: record.id,
+          user_id: record.userId,
+          session_id: record.sessionId,
+          previous_response_id: record.previousResponseId,
+          history_hash: record.historyHash,
+          body: toJsonText(record.body),
+          input: toJsonText(record.input),
+        })
+        .execute();
+    },
+
+    async get(id) {
+      const row = await db.selectFrom('responses').selectAll().where('id', '=', id).executeTakeFirst();
+      return row && toRecord(row);
+    },
+
+    async remove(id) {
+      const result = await db.deleteFrom('responses').where('id', '=', id).executeTakeFirst();
+      return result.numDeletedRows > 0n;
+    },
+  };
+}
+
+function toRecord(row: Selectable<ResponsesTable>): ResponseRecord {
+  return {
+    id: row.id,
+    userId: row.user_id,
+    sessionId: row.session_id,
+    previousResponseId: row.previous_response_id,
+    historyHash: row.history_hash,
+    body: row.body,
+    input: row.input,
+    createdAt: row.created_at,
+  };
+}
