@@ -22,6 +22,8 @@ export type AppDeps = {
   authRouter: Router;
   /** The API key middleware (`auth.api_keys`). */
   apiKeys: ApiKeyGuard;
+  /** The Responses API's /v1/responses routes. */
+  responsesRouter: Router;
   /** The /v1/agents routes (they sit behind `apiKeys.requireKey` themselves). */
   agentsRouter: Router;
   /** Each configured tool server's status, for /health. */
@@ -76,6 +78,7 @@ export function createApp(deps: AppDeps): Express {
   // Open in local mode like /health; with API keys set, `authenticate` above asks Prometheus for its bearer token.
   if (deps.metrics) app.get('/metrics', createMetricsRoute(deps.metrics));
   app.post('/v1/chat/completions', createChatRoute({ supervisor: deps.supervisor, limiter: deps.limiter, defaults: deps.defaults, maxMessages: deps.maxMessages }));
+  app.use(deps.responsesRouter);
   app.use(createModelsRouter());
   app.use(deps.agentsRouter);
   // Subscriptions hold secrets: like the agents, they always need a key.

@@ -62,27 +62,9 @@ export type ChatRequest = Omit<z.infer<typeof ChatRequestSchema>, 'messages' | '
  * `param` names it (e.g. `messages[2].role`).
  */
 export function parseChatRequest(body: unknown, limits: { maxMessages: number }): ChatRequest {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw new ServiceError('INVALID_REQUEST', 'the request body must be a JSON object');
-  }
-  if (isNestedDeeperThan(body, MAX_NESTING)) {
-    throw new ServiceError('INVALID_REQUEST', `the request body is nested too deeply: at most ${MAX_NESTING} levels of arrays and objects are accepted`);
-  }
-  const parsed = ChatRequestSchema.safeParse(body);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const param = formatPath(issue.path);
-    throw new ServiceError('INVALID_REQUEST', `Invalid value for '${param}': ${describeIssue(issue)}`, { param });
-  }
-  const request = parsed.data;
+  const request = parseRequestBody(ChatRequestSchema, body);
   if (request.messages.length > limits.maxMessages) {
     throw new ServiceError('INVALID_REQUEST', `too many messages: at most ${limits.maxMessages} are accepted`, { param: 'messages' });
-  }
-  const illFormed = pathOfIllFormedText(body);
-  if (illFormed !== null) {
-    throw new ServiceError('INVALID_REQUEST', `Invalid value for '${illFormed}': text must be valid Unicode, without a lone UTF-16 surrogate (such as \\ud800)`, {
-      param: illFormed,
-    });
   }
   // PostgreSQL text cannot hold NUL: refused here rather than failing to store.
   const withNul = request.messages.findIndex((message) => JSON.stringify(message.content ?? '').includes('\\u0000'));
@@ -90,6 +72,33 @@ export function parseChatRequest(body: unknown, limits: { maxMessages: number })
     throw new ServiceError('INVALID_REQUEST', 'message content must not contain NUL characters', { param: `messages[${withNul}].content` });
   }
   return request as ChatRequest;
+}
+
+/**
+ * Validates a JSON request body against `schema`: an object, not nested too deeply, every
+ * field as the schema says, and no text without a UTF-8 form. A bad field is a 400 in the
+ * OpenAI error shape whose `param` names it.
+ */
+export function parseRequestBody<T>(schema: z.ZodType<T>, body: unknown): T {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new ServiceError('INVALID_REQUEST', 'the request body must be a JSON object');
+  }
+  if (isNestedDeeperThan(body, MAX_NESTING)) {
+    throw new ServiceError('INVALID_REQUEST', `the request body is nested too deeply: at most ${MAX_NESTING} levels of arrays and objects are accepted`);
+  }
+  const parsed = schema.safeParse(body);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const param = formatPath(issue.path);
+    throw new ServiceError('INVALID_REQUEST', `Invalid value for '${param}': ${describeIssue(issue)}`, { param });
+  }
+  const illFormed = pathOfIllFormedText(body);
+  if (illFormed !== null) {
+    throw new ServiceError('INVALID_REQUEST', `Invalid value for '${illFormed}': text must be valid Unicode, without a lone UTF-16 surrogate (such as \\ud800)`, {
+      param: illFormed,
+    });
+  }
+  return parsed.data;
 }
 
 /**

@@ -21,20 +21,30 @@ export function createChatRoute(deps: ChatRouteDeps): RequestHandler {
   return async (req, res) => {
     const request = parseChatRequest(req.body, { maxMessages: deps.maxMessages });
     const turn = toTurnRequest(req, res, request, deps.defaults);
-    const cancel = new AbortController();
-    res.on('close', () => {
-      if (!res.writableFinished) cancel.abort();
-    });
-    const release = await deps.limiter.admit(turn.userId);
-    // The permit is held until the response is over: sent, failed, or abandoned by the client.
-    if (cancel.signal.aborted) {
-      release();
-      return;
-    }
-    res.once('close', release);
-    if (request.stream) await streamTurn(deps.supervisor, turn, request, res, cancel.signal);
-    else await completeTurn(deps.supervisor, turn, request, res, cancel.signal);
+    const signal = await admitTurn(deps.limiter, turn.userId, res);
+    if (!signal) return;
+    if (request.stream) await streamTurn(deps.supervisor, turn, request, res, signal);
+    else await completeTurn(deps.supervisor, turn, request, res, signal);
   };
+}
+
+/**
+ * Admits a user's turn under the usage limits; resolves with the signal that aborts the turn
+ * when the client goes away, or undefined when it went away while waiting. The permit is held
+ * until the response is over: sent, failed, or abandoned by the client.
+ */
+export async function admitTurn(limiter: UsageLimiter, userId: string, res: Response): Promise<AbortSignal | undefined> {
+  const cancel = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) cancel.abort();
+  });
+  const release = await limiter.admit(userId);
+  if (cancel.signal.aborted) {
+    release();
+    return undefined;
+  }
+  res.once('close', release);
+  return cancel.signal;
 }
 
 /** The turn of a request; a key bound to a user acts as that user and may not name another. */

@@ -18,6 +18,7 @@ import { createXStateInspector } from '../runtime/observability/xstate-inspector
 import { createSessionLeaseRepository } from '../storage/session-lease-repository.js';
 import { createDatabase, createStores, migrateToLatest, type Database } from '../storage/index.js';
 import { createAgentsRouter, createHistoryHandlers } from './agents-routes.js';
+import { createResponsesRouter } from './responses-routes.js';
 import { createApiKeyGuard } from './api-keys.js';
 import { createApp } from './app.js';
 import { acceptHandedConnections } from './connection-handoff.js';
@@ -172,6 +173,13 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     recentSessions: config.inspect.recent_sessions,
   });
   let port = config.app.port;
+  const limiter = createUsageLimiter(config.limits, logger);
+  const defaults = {
+    userId: config.memory.user_id,
+    llmModel: config.llm.model,
+    temperature: config.llm.temperature,
+    maxTokens: config.llm.max_tokens,
+  };
   const app = createApp({
     supervisor,
     logger,
@@ -194,13 +202,16 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     }),
     bodyLimit: config.app.body_limit,
     maxMessages: config.app.max_messages,
-    limiter: createUsageLimiter(config.limits, logger),
-    defaults: {
-      userId: config.memory.user_id,
-      llmModel: config.llm.model,
-      temperature: config.llm.temperature,
-      maxTokens: config.llm.max_tokens,
-    },
+    limiter,
+    defaults,
+    responsesRouter: createResponsesRouter({
+      supervisor,
+      responses: stores.responses,
+      sessions: stores.sessions,
+      limiter,
+      defaults,
+      maxMessages: config.app.max_messages,
+    }),
     llm: { baseUrl: config.llm.base_url, apiKey: config.llm.api_key, healthTimeoutMs: config.llm.health_timeout_ms },
     port: () => port,
     webhooksRouter: createWebhooksRouter({ store: webhookStore, policy: webhookPolicy, onChange: () => webhooks.refresh() }),

@@ -167,7 +167,7 @@ export class TurnRunner {
         durationMs: performance.now() - started,
         outcome: cancelled ? 'cancelled' : failure ? 'llm_error' : 'ok',
       });
-      return outcome;
+      return { ...outcome, historyHash: progress.historyHash };
     } catch (error) {
       // Which of the turn's writes committed is not known here: the next turn reads its last turns.
       this.cache.forgetRecent(sessionId);
@@ -267,7 +267,7 @@ export class TurnRunner {
     turn: ActiveTurn,
     failure: TurnOutcome['failure'],
     cancelled: boolean,
-  ): TurnOutcome {
+  ): Omit<TurnOutcome, 'historyHash'> {
     const streaming = Boolean(turn.handlers.onContent);
     const texts = produced.filter((message) => message.role === 'assistant').map(textOf).filter((text) => text !== '');
     if (failure) {

@@ -46,6 +46,8 @@ export type TurnOutcome = {
   usage: Usage | null;
   failure: { source: 'llm' | 'tool'; message: string } | null;
   cancelled: boolean;
+  /** The session's history hash after the turn: where a later turn continues from it (the Responses API). */
+  historyHash: string;
 };
 
 /** The supervisor's settings. */

@@ -1,0 +1,138 @@
+import { z } from 'zod';
+import type { ChatMessage, ToolDefinition } from '../runtime/chat-types.js';
+import { ServiceError } from '../runtime/service-error.js';
+import { parseRequestBody } from './chat-request.js';
+
+/** A text part of an input message (`input_text`; `output_text` in an assistant message a client sends back). */
+const TextPart = z.looseObject({ type: z.enum(['input_text', 'output_text', 'text']), text: z.string() });
+
+const MessageItem = z.looseObject({
+  type: z.literal('message').optional(),
+  role: z.enum(['user', 'system', 'developer', 'assistant']),
+  content: z.union([z.string(), z.array(TextPart)]),
+});
+
+const FunctionCallItem = z.looseObject({
+  type: z.literal('function_call'),
+  call_id: z.string().min(1),
+  name: z.string().min(1),
+  arguments: z.string(),
+});
+
+const FunctionCallOutputItem = z.looseObject({
+  type: z.literal('function_call_output'),
+  call_id: z.string().min(1),
+  output: z.union([z.string(), z.array(TextPart)]),
+});
+
+const InputItem = z.union([MessageItem, FunctionCallItem, FunctionCallOutputItem]);
+
+const FunctionTool = z.object({
+  type: z.literal('function'),
+  name: z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'must be 1 to 64 letters, digits, _ or -'),
+  description: z.string().nullish(),
+  parameters: z.record(z.string(), z.unknown()).nullish(),
+  strict: z.boolean().nullish(),
+});
+
+const ResponseId = z.string().min(1).max(64);
+
+const ResponsesRequestSchema = z.object({
+  model: z.string().min(1).default('svc-agent'),
+  // The items are checked on their own (below), so that an error names the item, not the union.
+  input: z.union([z.string(), z.array(z.unknown()).min(1)]),
+  instructions: z.string().nullish(),
+  previous_response_id: ResponseId.nullish(),
+  store: z.boolean().nullish(),
+  stream: z.boolean().nullish(),
+  tools: z.array(FunctionTool).nullish(),
+  tool_choice: z.union([z.enum(['auto', 'none', 'required']), z.looseObject({ type: z.string() })]).nullish(),
+  max_output_tokens: z.number().int().positive().nullish(),
+  temperature: z.number().min(0).max(2).nullish(),
+  top_p: z.number().min(0).max(1).nullish(),
+  parallel_tool_calls: z.boolean().nullish(),
+  metadata: z.record(z.string().max(64), z.string().max(512)).nullish(),
+  user: z.string().nullish(),
+});
+
+const InputItems = z.object({ input: z.array(InputItem) });
+
+/** A validated `POST /v1/responses` body. */
+export type ResponsesRequest = Omit<z.infer<typeof ResponsesRequestSchema>, 'input'> & { input: string | Array<z.infer<typeof InputItem>> };
+
+/** One input item as it is stored with its response (and listed by `input_items`). */
+export type InputItemRecord = Record<string, unknown> & { id: string; type: string };
+
+/** Most metadata keys a response may carry, as OpenAI allows. */
+const MAX_METADATA_KEYS = 16;
+
+/**
+ * Validates a `POST /v1/responses` body. A bad field is a 400 in the OpenAI error shape whose
+ * `param` names it (e.g. `input[1].role`); nothing is stored for it.
+ */
+export function parseResponsesRequest(body: unknown, limits: { maxMessages: number }): ResponsesRequest {
+  const parsed = parseRequestBody(ResponsesRequestSchema, body);
+  const input = typeof parsed.input === 'string' ? parsed.input : parseRequestBody(InputItems, { input: parsed.input }).input;
+  const request: ResponsesRequest = { ...parsed, input };
+  const items = typeof request.input === 'string' ? 1 : request.input.length;
+  if (items > limits.maxMessages) {
+    throw new ServiceError('INVALID_REQUEST', `too many input items: at most ${limits.maxMessages} are accepted`, { param: 'input' });
+  }
+  if (request.metadata && Object.keys(request.metadata).length > MAX_METADATA_KEYS) {
+    throw new ServiceError('INVALID_REQUEST', `metadata may hold at most ${MAX_METADATA_KEYS} keys`, { param: 'metadata' });
+  }
+  if (JSON.stringify(request.input).includes('\\u0000') || request.instructions?.includes('\u0000')) {
+    throw new ServiceError('INVALID_REQUEST', 'input and instructions must not contain NUL characters', { param: 'input' });
+  }
+  return request;
+}
+
+/** The request's input items as chat messages for the session's turn. */
+export function inputMessages(request: ResponsesRequest): ChatMessage[] {
+  if (typeof request.input === 'string') return [{ role: 'user', content: request.input }];
+  const messages: ChatMessage[] = [];
+  for (const item of request.input) {
+    if (item.type === 'function_call') {
+      const call = { id: item.call_id, type: 'function' as const, function: { name: item.name, arguments: item.arguments } };
+      const last = messages.at(-1);
+      // Calls of one round belong to one assistant message.
+      if (last?.role === 'assistant' && last.tool_calls) last.tool_calls.push(call);
+      else messages.push({ role: 'assistant', content: null, tool_calls: [call] });
+    } else if (item.type === 'function_call_output') {
+      messages.push({ role: 'tool', tool_call_id: item.call_id, content: textOf(item.output) });
+    } else {
+      messages.push({ role: item.role, content: textOf(item.content) } as ChatMessage);
+    }
+  }
+  return messages;
+}
+
+/** The request's function tools in the chat completions form the turn takes. */
+export function clientToolsOf(request: ResponsesRequest): ToolDefinition[] | undefined {
+  if (!request.tools || request.tools.length === 0 || request.tool_choice === 'none') return undefined;
+  return request.tools.map((tool) => ({
+    type: 'function',
+    function: {
+      name: tool.name,
+      ...(tool.description ? { description: tool.description } : {}),
+      ...(tool.parameters ? { parameters: tool.parameters } : {}),
+      ...(typeof tool.strict === 'boolean' ? { strict: tool.strict } : {}),
+    },
+  }));
+}
+
+/** The input items as stored and listed: each with an id and a type, text as parts. */
+export function inputItemRecords(request: ResponsesRequest, newId: (prefix: string) => string): InputItemRecord[] {
+  const items: Array<z.infer<typeof InputItem>> = typeof request.input === 'string' ? [{ type: 'message', role: 'user', content: request.input }] : request.input;
+  return items.map((item): InputItemRecord => {
+    if (item.type === 'function_call') return { id: newId('fc'), ...item, type: 'function_call', status: 'completed' };
+    if (item.type === 'function_call_output') return { id: newId('fco'), ...item, type: 'function_call_output', status: 'completed' };
+    const partType = item.role === 'assistant' ? 'output_text' : 'input_text';
+    const content = typeof item.content === 'string' ? [{ type: partType, text: item.content }] : item.content;
+    return { id: newId('msg'), type: 'message', role: item.role, content, status: 'completed' };
+  });
+}
+
+function textOf(content: string | Array<{ text: string }>): string {
+  return typeof content === 'string' ? content : content.map((part) => part.text).join('');
+}

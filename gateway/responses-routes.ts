@@ -1,0 +1,121 @@
+import { Router, type Request, type Response } from 'express';
+import type { ChatMessage } from '../runtime/chat-types.js';
+import type { ResponseStore, SessionStore } from '../runtime/ports.js';
+import { ServiceError } from '../runtime/service-error.js';
+import type { Supervisor, TurnRequest } from '../runtime/sessions/supervisor.js';
+import { actingUser } from './api-keys.js';
+import { checkIdentifier } from './chat-request.js';
+import { admitTurn, type ChatRouteDeps } from './chat-route.js';
+import { newItemId, outputItems, responseBody, responseUsage } from './responses-format.js';
+import { continuationOf, ownResponse } from './responses-history.js';
+import { clientToolsOf, inputItemRecords, inputMessages, parseResponsesRequest } from './responses-request.js';
+import { unixNow } from './completion-format.js';
+import type { UsageLimiter } from './usage-limits.js';
+
+/** What the Responses API routes need. */
+export type ResponsesRouterDeps = {
+  supervisor: Supervisor;
+  responses: ResponseStore;
+  sessions: SessionStore;
+  limiter: UsageLimiter;
+  defaults: ChatRouteDeps['defaults'];
+  maxMessages: number;
+};
+
+/** Most input items listed in one page, and the default. */
+const MAX_PAGE = 100;
+const DEFAULT_PAGE = 20;
+
+/**
+ * The Responses API (`/v1/responses`): each response is a turn of a session, run by the same
+ * agent as chat completions. `previous_response_id` continues the session of that response.
+ */
+export function createResponsesRouter(deps: ResponsesRouterDeps): Router {
+  const router = Router();
+
+  router.post('/v1/responses', async (req, res) => {
+    const request = parseResponsesRequest(req.body, { maxMessages: deps.maxMessages });
+    if (request.stream) {
+      throw new ServiceError('INVALID_REQUEST', 'streamed responses are not served yet: send stream: false', { param: 'stream' });
+    }
+    const userId = userOf(req, res, deps);
+    const answersCalls = typeof request.input !== 'string' && request.input.some((item) => item.type === 'function_call_output');
+    const continuation = request.previous_response_id ? await continuationOf(deps, userId, request.previous_response_id, { resendHistory: answersCalls }) : undefined;
+    // The instructions go after the agent's system prompt, as a client's system message does.
+    const instructions: ChatMessage[] = request.instructions ? [{ role: 'system', content: request.instructions }] : [];
+    const turn: TurnRequest = {
+      userId,
+      sessionHint: continuation?.sessionHint,
+      messages: [...instructions, ...(continuation?.history ?? []), ...inputMessages(request)],
+      clientTools: clientToolsOf(request),
+      params: {
+        model: deps.defaults.llmModel,
+        temperature: request.temperature ?? deps.defaults.temperature,
+        max_tokens: request.max_output_tokens ?? deps.defaults.maxTokens,
+      },
+    };
+    const signal = await admitTurn(deps.limiter, userId, res);
+    if (!signal) return;
+    const frame = { id: newItemId('resp'), createdAt: unixNow(), request, store: request.store ?? true };
+    const outcome = await deps.supervisor.runTurn(turn, { signal, onSessionReady: (sessionId) => res.set('X-Session-ID', sessionId) });
+    if (signal.aborted) return;
+    const body = outcome.failure
+      ? responseBody(frame, { status: 'failed', output: [], error: { code: 'server_error', message: outcome.failure.message } })
+      : responseBody(frame, { status: 'completed', output: outputItems(outcome), usage: responseUsage(outcome.usage) });
+    if (frame.store) {
+      await deps.responses.put({
+        id: frame.id,
+        userId,
+        sessionId: outcome.sessionId,
+        previousResponseId: request.previous_response_id ?? null,
+        historyHash: outcome.historyHash,
+        body,
+        input: inputItemRecords(request, newItemId),
+      });
+    }
+    res.json(body);
+  });
+
+  router.get('/v1/responses/:response_id', async (req, res) => {
+    const record = await ownResponse(deps.responses, userOf(req, res, deps), String(req.params.response_id));
+    res.json(record.body);
+  });
+
+  router.get('/v1/responses/:response_id/input_items', async (req, res) => {
+    const record = await ownResponse(deps.responses, userOf(req, res, deps), String(req.params.response_id));
+    res.json(inputItemsPage(record.input, req));
+  });
+
+  router.delete('/v1/responses/:response_id', async (req, res) => {
+    const id = String(req.params.response_id);
+    await ownResponse(deps.responses, userOf(req, res, deps), id);
+    await deps.responses.remove(id);
+    res.json({ id, object: 'response', deleted: true });
+  });
+
+  return router;
+}
+
+/** The acting user: the key's, the one named in X-User-ID, or the default. */
+function userOf(req: Request, res: Response, deps: ResponsesRouterDeps): string {
+  const named = actingUser(res, [{ value: req.get('x-user-id'), param: 'X-User-ID' }]);
+  return checkIdentifier(named ?? deps.defaults.userId, 'user_id');
+}
+
+/** A page of input items as OpenAI lists them: `order` (default desc), `after` an item id, `limit` 1–100. */
+function inputItemsPage(items: ReadonlyArray<Record<string, unknown>>, req: Request) {
+  const order = req.query.order ?? 'desc';
+  if (order !== 'asc' && order !== 'desc') throw new ServiceError('INVALID_REQUEST', "order must be 'asc' or 'desc'", { param: 'order' });
+  const limitText = req.query.limit ?? String(DEFAULT_PAGE);
+  const limit = typeof limitText === 'string' && /^\d+$/.test(limitText) ? Number(limitText) : NaN;
+  if (!(limit >= 1 && limit <= MAX_PAGE)) throw new ServiceError('INVALID_REQUEST', `limit must be an integer from 1 to ${MAX_PAGE}`, { param: 'limit' });
+  const ordered = order === 'asc' ? [...items] : [...items].reverse();
+  let start = 0;
+  if (req.query.after !== undefined) {
+    const at = ordered.findIndex((item) => item.id === req.query.after);
+    if (at < 0) throw new ServiceError('INVALID_REQUEST', `no input item with id '${String(req.query.after)}' in this response`, { param: 'after' });
+    start = at + 1;
+  }
+  const data = ordered.slice(start, start + limit);
+  return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: start + limit < ordered.length };
+}

@@ -1,0 +1,200 @@
+import { expect } from 'chai';
+import OpenAI from 'openai';
+import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
+import { serviceStorageTargets, type StorageTarget } from '../support/service-storage.js';
+import { startTestService, type TestService } from '../support/service-harness.js';
+
+/** The roles and contents the LLM received in its last chat request. */
+function lastContext(llm: FakeLlm): Array<{ role: string; content: string }> {
+  const request = [...llm.requests].reverse().find((candidate) => candidate.kind === 'chat')!;
+  return request.body.messages!.map((message) => ({ role: message.role, content: String(message.content) }));
+}
+
+/** What an OpenAI client sees of a refused request: its status and the error's fields. */
+async function refusal(call: Promise<unknown>): Promise<{ status: number | undefined; type: string | undefined; param: string | null | undefined }> {
+  try {
+    await call;
+  } catch (error) {
+    if (!(error instanceof OpenAI.APIError)) throw error;
+    const body = error.error as { type?: string; param?: string | null } | undefined;
+    return { status: error.status, type: body?.type, param: body?.param };
+  }
+  throw new Error('the request was not refused');
+}
+
+for (const target of serviceStorageTargets()) {
+  describe(`the Responses API (${target.name})`, () => {
+    let llm: FakeLlm;
+    let storage: Awaited<ReturnType<StorageTarget['prepare']>>;
+    let harness: TestService;
+    let client: OpenAI;
+
+    before(async () => {
+      llm = await startFakeLlm();
+      storage = await target.prepare();
+      harness = await startTestService({ llm, env: storage.env });
+      client = harness.client;
+    });
+    after(async () => {
+      await harness?.close();
+      await storage?.cleanup();
+      await llm?.close();
+    });
+    beforeEach(() => llm.reset());
+
+    it('answers responses.create with a completed response whose output_text is the agent reply, stored in the session transcript', async () => {
+      const response = await client.responses.create({ model: 'svc-agent', input: 'Hello there', instructions: 'Answer briefly.', metadata: { ticket: '42' } });
+      expect(response).to.include({ object: 'response', status: 'completed', output_text: 'Echo: Hello there', instructions: 'Answer briefly.', previous_response_id: null });
+      expect(response.id).to.match(/^resp_[0-9a-f]{48}$/);
+      expect(response.metadata).to.deep.equal({ ticket: '42' });
+      expect(response.output).to.have.length(1);
+      expect(response.output[0]).to.include({ type: 'message', role: 'assistant', status: 'completed' });
+      // The instructions come after the agent's own system prompt.
+      expect(lastContext(llm)).to.deep.equal([
+        { role: 'system', content: 'You are a helpful assistant.' },
+        { role: 'system', content: 'Answer briefly.' },
+        { role: 'user', content: 'Hello there' },
+      ]);
+      const sessions = await harness.service.database.db.selectFrom('responses').select('session_id').where('id', '=', response.id).execute();
+      const rows = await harness.service.database.db.selectFrom('conversations').select(['role', 'message']).where('session_id', '=', sessions[0]!.session_id).orderBy('id').execute();
+      expect(rows).to.deep.equal([
+        { role: 'user', message: 'Hello there' },
+        { role: 'assistant', message: 'Echo: Hello there' },
+      ]);
+    });
+
+    it('continues the session of the newest response with previous_response_id, sending the earlier turns as context', async () => {
+      const first = await client.responses.create({ model: 'svc-agent', input: 'My name is Ada.' });
+      const second = await client.responses.create({ model: 'svc-agent', input: 'What is my name?', previous_response_id: first.id });
+      expect(second.previous_response_id).to.equal(first.id);
+      expect(second.output_text).to.equal('Echo: What is my name?');
+      expect(lastContext(llm).slice(1)).to.deep.equal([
+        { role: 'user', content: 'My name is Ada.' },
+        { role: 'assistant', content: 'Echo: My name is Ada.' },
+        { role: 'user', content: 'What is my name?' },
+      ]);
+      const stored = await harness.service.database.db.selectFrom('responses').select(['id', 'session_id']).where('id', 'in', [first.id, second.id]).execute();
+      expect(new Set(stored.map((row) => row.session_id)).size).to.equal(1);
+    });
+
+    it('branches from an older response: the new turn sees the history up to it, and the first session is not rewritten', async () => {
+      const first = await client.responses.create({ model: 'svc-agent', input: 'one' });
+      const second = await client.responses.create({ model: 'svc-agent', input: 'two', previous_response_id: first.id });
+      const branch = await client.responses.create({ model: 'svc-agent', input: 'two, told otherwise', previous_response_id: first.id });
+      expect(branch.output_text).to.equal('Echo: two, told otherwise');
+      expect(lastContext(llm).slice(1)).to.deep.equal([
+        { role: 'user', content: 'one' },
+        { role: 'assistant', content: 'Echo: one' },
+        { role: 'user', content: 'two, told otherwise' },
+      ]);
+      const sessionOf = async (id: string) => (await harness.service.database.db.selectFrom('responses').select('session_id').where('id', '=', id).executeTakeFirstOrThrow()).session_id;
+      expect(await sessionOf(branch.id)).to.not.equal(await sessionOf(second.id));
+      const original = await harness.service.database.db.selectFrom('conversations').select('message').where('session_id', '=', await sessionOf(second.id)).orderBy('id').execute();
+      expect(original.map((row) => row.message)).to.deep.equal(['one', 'Echo: one', 'two', 'Echo: two']);
+      // The branch continues on its own.
+      const after = await client.responses.create({ model: 'svc-agent', input: 'three', previous_response_id: branch.id });
+      expect(await sessionOf(after.id)).to.equal(await sessionOf(branch.id));
+    });
+
+    it('retrieves, lists the input items of, and deletes a response; after the delete it is gone', async () => {
+      const created = await client.responses.create({
+        model: 'svc-agent',
+        input: [
+          { role: 'user', content: 'first part' },
+          { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'second part' }] },
+        ],
+      });
+      const retrieved = await client.responses.retrieve(created.id);
+      expect(retrieved.id).to.equal(created.id);
+      expect(retrieved.output_text).to.equal(created.output_text);
+      const items = await client.responses.inputItems.list(created.id, { order: 'asc' });
+      expect(items.data.map((item) => (item as { content: Array<{ text: string }> }).content[0]!.text)).to.deep.equal(['first part', 'second part']);
+      expect(items.data.every((item) => item.type === 'message' && /^msg_/.test(item.id!))).to.equal(true);
+      const newestFirst = await client.responses.inputItems.list(created.id, { limit: 1 });
+      expect(newestFirst.data).to.have.length(1);
+      expect(newestFirst.has_more).to.equal(true);
+      expect((newestFirst.data[0] as { content: Array<{ text: string }> }).content[0]!.text).to.equal('second part');
+
+      // The SDK types the answer as void; OpenAI's is this object.
+      const deleted = await fetch(`${harness.baseURL}/responses/${created.id}`, { method: 'DELETE' });
+      expect(await deleted.json()).to.deep.equal({ id: created.id, object: 'response', deleted: true });
+      expect(await refusal(client.responses.retrieve(created.id))).to.deep.include({ status: 404, type: 'not_found_error' });
+      expect(await refusal(client.responses.create({ model: 'svc-agent', input: 'again', previous_response_id: created.id }))).to.deep.equal({
+        status: 404,
+        type: 'not_found_error',
+        param: 'previous_response_id',
+      });
+    });
+
+    it("does not show one user's response to another: retrieve, continue and delete answer 404", async () => {
+      const alice = new OpenAI({ baseURL: harness.baseURL, apiKey: 'placeholder', maxRetries: 0, defaultHeaders: { 'X-User-ID': 'alice' } });
+      const bob = new OpenAI({ baseURL: harness.baseURL, apiKey: 'placeholder', maxRetries: 0, defaultHeaders: { 'X-User-ID': 'bob' } });
+      const hers = await alice.responses.create({ model: 'svc-agent', input: 'my secret' });
+      expect(await refusal(bob.responses.retrieve(hers.id))).to.deep.include({ status: 404 });
+      expect(await refusal(bob.responses.inputItems.list(hers.id))).to.deep.include({ status: 404 });
+      expect(await refusal(bob.responses.create({ model: 'svc-agent', input: 'hi', previous_response_id: hers.id }))).to.deep.include({ status: 404, param: 'previous_response_id' });
+      expect(await refusal(bob.responses.delete(hers.id))).to.deep.include({ status: 404 });
+      expect((await alice.responses.retrieve(hers.id)).output_text).to.equal('Echo: my secret');
+    });
+
+    it('returns a function_call item for a client tool and continues from its function_call_output with previous_response_id', async () => {
+      const tools: OpenAI.Responses.FunctionTool[] = [
+        { type: 'function', name: 'get_weather', description: 'The weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] }, strict: false },
+      ];
+      llm.script({ match: { lastUserIncludes: 'Paris' }, reply: { toolCalls: [{ id: 'call_r1', name: 'get_weather', arguments: { city: 'Paris' } }] }, times: 1 });
+      const first = await client.responses.create({ model: 'svc-agent', input: 'Weather in Paris?', tools });
+      expect(first.output).to.have.length(1);
+      expect(first.output[0]).to.deep.include({ type: 'function_call', call_id: 'call_r1', name: 'get_weather', arguments: '{"city":"Paris"}', status: 'completed' });
+      expect(first.output_text).to.equal('');
+      expect(llm.requests.at(-1)!.body.tools).to.deep.equal([
+        { type: 'function', function: { name: 'get_weather', description: 'The weather in a city', parameters: tools[0]!.parameters, strict: false } },
+      ]);
+
+      const second = await client.responses.create({
+        model: 'svc-agent',
+        previous_response_id: first.id,
+        input: [{ type: 'function_call_output', call_id: 'call_r1', output: 'sunny, 21°C' }],
+        tools,
+      });
+      expect(second.output_text).to.equal('Tool result: sunny, 21°C');
+      const sent = llm.requests.at(-1)!.body.messages!;
+      expect(sent.map((message) => message.role), JSON.stringify(sent)).to.deep.equal(['system', 'user', 'assistant', 'tool']);
+      expect(sent[2]!.tool_calls).to.have.length(1);
+      // The history was resent to show the call, yet the turn continued the same session.
+      const stored = await harness.service.database.db.selectFrom('responses').select('session_id').where('id', 'in', [first.id, second.id]).execute();
+      expect(new Set(stored.map((row) => row.session_id)).size).to.equal(1);
+    });
+
+    it('keeps no response with store: false, though the turn is in the transcript', async () => {
+      const response = await client.responses.create({ model: 'svc-agent', input: 'forget me', store: false });
+      expect((response as unknown as { store: boolean }).store).to.equal(false);
+      expect(await refusal(client.responses.retrieve(response.id))).to.deep.include({ status: 404 });
+      const rows = await harness.service.database.db.selectFrom('conversations').select('message').where('message', '=', 'forget me').execute();
+      expect(rows).to.have.length(1);
+    });
+
+    it('refuses bad input with a 400 naming the field, and stores nothing for it', async () => {
+      const before = await harness.service.database.db.selectFrom('conversations').select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow();
+      const cases: Array<[Record<string, unknown>, string]> = [
+        [{ model: 'svc-agent' }, 'input'],
+        [{ model: 'svc-agent', input: [] }, 'input'],
+        [{ model: 'svc-agent', input: [{ role: 'robot', content: 'x' }] }, 'input[0]'],
+        [{ model: 'svc-agent', input: 'x', temperature: 3 }, 'temperature'],
+        [{ model: 'svc-agent', input: 'x', max_output_tokens: 0 }, 'max_output_tokens'],
+        [{ model: 'svc-agent', input: 'x', previous_response_id: 42 }, 'previous_response_id'],
+        [{ model: 'svc-agent', input: 'x', stream: true }, 'stream'],
+      ];
+      for (const [body, param] of cases) {
+        const answer = await fetch(`${harness.baseURL}/responses`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+        expect(answer.status, JSON.stringify(body)).to.equal(400);
+        const error = ((await answer.json()) as { error: { type: string; param: string } }).error;
+        expect(error.type, JSON.stringify(body)).to.equal('invalid_request_error');
+        expect(error.param, JSON.stringify(body)).to.match(new RegExp(`^${param.replace(/[[\]]/g, '\\$&')}`));
+      }
+      const unknown = await refusal(client.responses.create({ model: 'svc-agent', input: 'x', previous_response_id: 'resp_nothing' }));
+      expect(unknown).to.deep.equal({ status: 404, type: 'not_found_error', param: 'previous_response_id' });
+      const after = await harness.service.database.db.selectFrom('conversations').select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow();
+      expect(Number(after.n)).to.equal(Number(before.n));
+    });
+  });
+}
