@@ -8,21 +8,37 @@ export function newItemId(prefix: string): string {
   return `${prefix}_${randomBytes(24).toString('hex')}`;
 }
 
+/** The ids of a turn's output items: its message's, and each client function call's by its index. */
+export type OutputIds = { message: () => string; call: (index: number) => string };
+
+/** Fresh ids for every output item. */
+export const NEW_OUTPUT_IDS: OutputIds = { message: () => newItemId('msg'), call: () => newItemId('fc') };
+
+/** True when a turn's output has a message item: it has text, or nothing else to show. */
+export function hasMessageItem(outcome: Pick<TurnOutcome, 'content' | 'toolCalls'>): boolean {
+  return outcome.content !== '' || outcome.toolCalls.length === 0;
+}
+
+/** An assistant message item with one `output_text` part. */
+export function messageItem(id: string, text: string, status: 'in_progress' | 'completed') {
+  return { id, type: 'message', status, role: 'assistant', content: status === 'completed' ? [outputTextPart(text)] : [] };
+}
+
+/** An `output_text` content part. */
+export function outputTextPart(text: string) {
+  return { type: 'output_text', text, annotations: [], logprobs: [] };
+}
+
+/** A `function_call` item of a call the client runs itself. */
+export function functionCallItem(id: string, call: { id: string; name: string; arguments: string }, status: 'in_progress' | 'completed') {
+  return { id, type: 'function_call', status, call_id: call.id, name: call.name, arguments: call.arguments };
+}
+
 /** Output items of a finished turn: the assistant message, then the calls of the client's tools. */
-export function outputItems(outcome: TurnOutcome): Array<Record<string, unknown>> {
+export function outputItems(outcome: TurnOutcome, ids: OutputIds = NEW_OUTPUT_IDS): Array<Record<string, unknown>> {
   const items: Array<Record<string, unknown>> = [];
-  if (outcome.content !== '' || outcome.toolCalls.length === 0) {
-    items.push({
-      id: newItemId('msg'),
-      type: 'message',
-      status: 'completed',
-      role: 'assistant',
-      content: [{ type: 'output_text', text: outcome.content, annotations: [], logprobs: [] }],
-    });
-  }
-  for (const call of outcome.toolCalls) {
-    items.push({ id: newItemId('fc'), type: 'function_call', status: 'completed', call_id: call.id, name: call.function.name, arguments: call.function.arguments });
-  }
+  if (hasMessageItem(outcome)) items.push(messageItem(ids.message(), outcome.content, 'completed'));
+  outcome.toolCalls.forEach((call, index) => items.push(functionCallItem(ids.call(index), { id: call.id, ...call.function }, 'completed')));
   return items;
 }
 

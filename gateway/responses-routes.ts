@@ -6,7 +6,10 @@ import type { Supervisor, TurnRequest } from '../runtime/sessions/supervisor.js'
 import { actingUser } from './api-keys.js';
 import { checkIdentifier } from './chat-request.js';
 import { admitTurn, type ChatRouteDeps } from './chat-route.js';
-import { newItemId, outputItems, responseBody, responseUsage } from './responses-format.js';
+import { newItemId, outputItems, responseBody, responseUsage, type ResponseFrame } from './responses-format.js';
+import { ResponseEventStream } from './responses-stream.js';
+import { SseWriter } from './sse-writer.js';
+import { toServiceError } from './error-handler.js';
 import { continuationOf, ownResponse } from './responses-history.js';
 import { clientToolsOf, inputItemRecords, inputMessages, parseResponsesRequest } from './responses-request.js';
 import { unixNow } from './completion-format.js';
@@ -35,9 +38,6 @@ export function createResponsesRouter(deps: ResponsesRouterDeps): Router {
 
   router.post('/v1/responses', async (req, res) => {
     const request = parseResponsesRequest(req.body, { maxMessages: deps.maxMessages });
-    if (request.stream) {
-      throw new ServiceError('INVALID_REQUEST', 'streamed responses are not served yet: send stream: false', { param: 'stream' });
-    }
     const userId = userOf(req, res, deps);
     const answersCalls = typeof request.input !== 'string' && request.input.some((item) => item.type === 'function_call_output');
     const continuation = request.previous_response_id ? await continuationOf(deps, userId, request.previous_response_id, { resendHistory: answersCalls }) : undefined;
@@ -56,23 +56,23 @@ export function createResponsesRouter(deps: ResponsesRouterDeps): Router {
     };
     const signal = await admitTurn(deps.limiter, userId, res);
     if (!signal) return;
-    const frame = { id: newItemId('resp'), createdAt: unixNow(), request, store: request.store ?? true };
+    const frame: ResponseFrame = { id: newItemId('resp'), createdAt: unixNow(), request, store: request.store ?? true };
+    // Stored before the client has it, so that it can be continued as soon as it arrives.
+    const keep = async (body: Record<string, unknown>, sessionId: string, historyHash: string) => {
+      if (!frame.store) return;
+      const input = inputItemRecords(request, newItemId);
+      await deps.responses.put({ id: frame.id, userId, sessionId, previousResponseId: request.previous_response_id ?? null, historyHash, body, input });
+    };
+    if (request.stream) {
+      await streamResponse(deps.supervisor, turn, frame, res, signal, keep);
+      return;
+    }
     const outcome = await deps.supervisor.runTurn(turn, { signal, onSessionReady: (sessionId) => res.set('X-Session-ID', sessionId) });
     if (signal.aborted) return;
     const body = outcome.failure
       ? responseBody(frame, { status: 'failed', output: [], error: { code: 'server_error', message: outcome.failure.message } })
       : responseBody(frame, { status: 'completed', output: outputItems(outcome), usage: responseUsage(outcome.usage) });
-    if (frame.store) {
-      await deps.responses.put({
-        id: frame.id,
-        userId,
-        sessionId: outcome.sessionId,
-        previousResponseId: request.previous_response_id ?? null,
-        historyHash: outcome.historyHash,
-        body,
-        input: inputItemRecords(request, newItemId),
-      });
-    }
+    await keep(body, outcome.sessionId, outcome.historyHash);
     res.json(body);
   });
 
@@ -94,6 +94,51 @@ export function createResponsesRouter(deps: ResponsesRouterDeps): Router {
   });
 
   return router;
+}
+
+/** One streamed response: its events as the turn produces them; it begins with the first, so an error before it is a plain HTTP error. */
+async function streamResponse(
+  supervisor: Supervisor,
+  turn: TurnRequest,
+  frame: ResponseFrame,
+  res: Response,
+  signal: AbortSignal,
+  keep: (body: Record<string, unknown>, sessionId: string, historyHash: string) => Promise<void>,
+): Promise<void> {
+  const sse = new SseWriter(res);
+  const events = new ResponseEventStream(sse, frame);
+  const begin = () => {
+    if (sse.isStarted) return;
+    sse.start();
+    events.begin();
+  };
+  try {
+    const outcome = await supervisor.runTurn(turn, {
+      signal,
+      onSessionReady: (sessionId) => res.set('X-Session-ID', sessionId),
+      onContent: (piece) => {
+        begin();
+        events.text(piece);
+      },
+      onToolCallDelta: (delta) => {
+        begin();
+        events.toolCall(delta);
+      },
+      onHeartbeat: () => {
+        begin();
+        sse.heartbeat();
+      },
+    });
+    if (signal.aborted) return;
+    begin();
+    const body = events.close(outcome);
+    await keep(body, outcome.sessionId, outcome.historyHash);
+    events.end(body);
+  } catch (error) {
+    if (!sse.isStarted) throw error;
+    // Mid-stream, the error goes in the stream.
+    events.fail(toServiceError(error).message);
+  }
 }
 
 /** The acting user: the key's, the one named in X-User-ID, or the default. */

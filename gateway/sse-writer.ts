@@ -2,7 +2,8 @@ import type { Response } from 'express';
 
 /**
  * Writes the specification's server-sent events: `data: <json>` and a blank line per
- * event, `data: [DONE]` at the end. Frames go out in the tick they are written, never held
+ * event, `data: [DONE]` at the end (chat completions); or named events and a plain end (the
+ * Responses API). Frames go out in the tick they are written, never held
  * longer: the frames written in one tick (the pieces of one read from the LLM server) leave
  * in one system call.
  */
@@ -36,6 +37,11 @@ export class SseWriter {
     this.write(`data: ${json}\n\n`);
   }
 
+  /** A named event: `event: <type>`, then its data. */
+  event(type: string, json: string): void {
+    this.write(`event: ${type}\ndata: ${json}\n\n`);
+  }
+
   /** A comment line: keeps proxies from closing a quiet stream. */
   heartbeat(): void {
     this.write(': keep-alive\n\n');
@@ -58,5 +64,11 @@ export class SseWriter {
   done(): void {
     if (this.res.writableEnded) return;
     this.res.end('data: [DONE]\n\n');
+  }
+
+  /** Ends the stream without `[DONE]` (the Responses API's streams end with their last event). */
+  end(): void {
+    if (this.res.writableEnded) return;
+    this.res.end();
   }
 }

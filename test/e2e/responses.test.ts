@@ -165,6 +165,67 @@ for (const target of serviceStorageTargets()) {
       expect(new Set(stored.map((row) => row.session_id)).size).to.equal(1);
     });
 
+    it('streams the semantic events in order with increasing sequence numbers, and stores the response before response.completed', async () => {
+      const stream = await client.responses.create({ model: 'svc-agent', input: 'stream me please', stream: true });
+      const events: OpenAI.Responses.ResponseStreamEvent[] = [];
+      for await (const event of stream) events.push(event);
+      expect(events.map((event) => event.sequence_number)).to.deep.equal(events.map((_, index) => index));
+      const types = events.map((event) => event.type);
+      const deltas = types.filter((type) => type === 'response.output_text.delta').length;
+      expect(deltas).to.be.greaterThan(1);
+      expect(types).to.deep.equal([
+        'response.created',
+        'response.in_progress',
+        'response.output_item.added',
+        'response.content_part.added',
+        ...Array<string>(deltas).fill('response.output_text.delta'),
+        'response.output_text.done',
+        'response.content_part.done',
+        'response.output_item.done',
+        'response.completed',
+      ]);
+      const text = events.flatMap((event) => (event.type === 'response.output_text.delta' ? [event.delta] : [])).join('');
+      expect(text).to.equal('Echo: stream me please');
+      const added = events[2] as OpenAI.Responses.ResponseOutputItemAddedEvent;
+      const completed = events.at(-1) as OpenAI.Responses.ResponseCompletedEvent;
+      expect(completed.response.status).to.equal('completed');
+      expect(completed.response.output[0]!.id).to.equal(added.item.id);
+      expect((events[0] as OpenAI.Responses.ResponseCreatedEvent).response.status).to.equal('in_progress');
+      const retrieved = await client.responses.retrieve(completed.response.id);
+      expect(retrieved.output_text).to.equal('Echo: stream me please');
+      expect(retrieved.output[0]!.id).to.equal(added.item.id);
+    });
+
+    it("builds the same response with the SDK's responses.stream helper, and streams a client function call's arguments", async () => {
+      // The helper builds its response from the events alone (it adds no output_text).
+      const helper = client.responses.stream({ model: 'svc-agent', input: 'helper here' });
+      const built = await helper.finalResponse();
+      expect(built.status).to.equal('completed');
+      expect(built.output).to.have.length(1);
+      expect((built.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0]).to.include({ type: 'output_text', text: 'Echo: helper here' });
+
+      const tools: OpenAI.Responses.FunctionTool[] = [{ type: 'function', name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } }, strict: false }];
+      llm.script({ reply: { toolCalls: [{ id: 'call_s9', name: 'get_weather', arguments: { city: 'Oslo' } }] }, times: 1 });
+      const calls = client.responses.stream({ model: 'svc-agent', input: 'Weather in Oslo?', tools });
+      const argumentPieces: string[] = [];
+      calls.on('response.function_call_arguments.delta', (event) => argumentPieces.push(event.delta));
+      const final = await calls.finalResponse();
+      expect(final.output).to.have.length(1);
+      expect(final.output[0]).to.deep.include({ type: 'function_call', call_id: 'call_s9', name: 'get_weather', arguments: '{"city":"Oslo"}' });
+      expect(JSON.parse(argumentPieces.join(''))).to.deep.equal({ city: 'Oslo' });
+    });
+
+    it('ends a stream whose LLM call failed with response.failed carrying the error', async () => {
+      const stream = await client.responses.create({ model: 'svc-agent', input: 'this fails [[error:503]]', stream: true });
+      const events: OpenAI.Responses.ResponseStreamEvent[] = [];
+      for await (const event of stream) events.push(event);
+      const last = events.at(-1) as OpenAI.Responses.ResponseFailedEvent;
+      expect(last.type).to.equal('response.failed');
+      expect(last.response.status).to.equal('failed');
+      expect(last.response.error).to.include({ code: 'server_error' });
+      expect(last.response.error!.message).to.match(/503/);
+    });
+
     it('keeps no response with store: false, though the turn is in the transcript', async () => {
       const response = await client.responses.create({ model: 'svc-agent', input: 'forget me', store: false });
       expect((response as unknown as { store: boolean }).store).to.equal(false);
@@ -182,7 +243,7 @@ for (const target of serviceStorageTargets()) {
         [{ model: 'svc-agent', input: 'x', temperature: 3 }, 'temperature'],
         [{ model: 'svc-agent', input: 'x', max_output_tokens: 0 }, 'max_output_tokens'],
         [{ model: 'svc-agent', input: 'x', previous_response_id: 42 }, 'previous_response_id'],
-        [{ model: 'svc-agent', input: 'x', stream: true }, 'stream'],
+        [{ model: 'svc-agent', input: 'x', stream: 'yes' }, 'stream'],
       ];
       for (const [body, param] of cases) {
         const answer = await fetch(`${harness.baseURL}/responses`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });

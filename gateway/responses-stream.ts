@@ -1,0 +1,131 @@
+import type { ToolCallDelta } from '../runtime/llm/llm-client.js';
+import type { TurnOutcome } from '../runtime/sessions/supervisor.js';
+import {
+  functionCallItem,
+  hasMessageItem,
+  messageItem,
+  newItemId,
+  outputItems,
+  outputTextPart,
+  responseBody,
+  responseUsage,
+  type ResponseFrame,
+} from './responses-format.js';
+import type { SseWriter } from './sse-writer.js';
+
+/** A response object. */
+type ResponseObject = ReturnType<typeof responseBody>;
+
+/** A client function call as it streams in. */
+type StreamedCall = { itemId: string; outputIndex: number; id: string; name: string; arguments: string };
+
+/**
+ * The semantic events of one streamed response, each with the next `sequence_number`:
+ * `response.created` and `response.in_progress`; the message item (`output_item.added`,
+ * `content_part.added`, an `output_text.delta` per piece, `output_text.done`,
+ * `content_part.done`, `output_item.done`); each client function call (`output_item.added`,
+ * `function_call_arguments.delta` and `.done`, `output_item.done`); then
+ * `response.completed`, or `response.failed` with the error.
+ */
+export class ResponseEventStream {
+  private sequence = 0;
+  private outputs = 0;
+  private message: { itemId: string; outputIndex: number; text: string; open: boolean } | undefined;
+  private readonly calls = new Map<number, StreamedCall>();
+
+  constructor(
+    private readonly sse: SseWriter,
+    private readonly frame: ResponseFrame,
+  ) {}
+
+  /** The first events: the response exists and is being produced. */
+  begin(): void {
+    const response = responseBody(this.frame, { status: 'in_progress', output: [] });
+    this.emit('response.created', { response });
+    this.emit('response.in_progress', { response });
+  }
+
+  text(piece: string): void {
+    const message = this.openMessage();
+    message.text += piece;
+    this.emit('response.output_text.delta', { item_id: message.itemId, output_index: message.outputIndex, content_index: 0, delta: piece, logprobs: [] });
+  }
+
+  toolCall(delta: ToolCallDelta): void {
+    let call = this.calls.get(delta.index);
+    if (!call) {
+      this.closeMessage();
+      call = { itemId: newItemId('fc'), outputIndex: this.outputs++, id: delta.id ?? '', name: delta.function?.name ?? '', arguments: '' };
+      this.calls.set(delta.index, call);
+      this.emit('response.output_item.added', { output_index: call.outputIndex, item: functionCallItem(call.itemId, call, 'in_progress') });
+    }
+    const piece = delta.function?.arguments ?? '';
+    if (piece === '') return;
+    call.arguments += piece;
+    this.emit('response.function_call_arguments.delta', { item_id: call.itemId, output_index: call.outputIndex, delta: piece });
+  }
+
+  /**
+   * Closes the items of a turn that ended and returns the response it made (`completed`, or
+   * `failed` when the LLM call failed), to be stored before `end` sends it.
+   */
+  close(outcome: TurnOutcome): ResponseObject {
+    this.closeMessage();
+    if (outcome.failure) return this.failedBody(outcome.failure.message);
+    if (hasMessageItem(outcome) && !this.message) {
+      this.openMessage();
+      this.closeMessage();
+    }
+    const byCallId = new Map([...this.calls.values()].map((call) => [call.id, call]));
+    const callOf = (index: number) => byCallId.get(outcome.toolCalls[index]!.id) ?? this.calls.get(index);
+    for (const [index, final] of outcome.toolCalls.entries()) {
+      const call = callOf(index);
+      if (!call) continue;
+      const item = functionCallItem(call.itemId, { id: final.id, ...final.function }, 'completed');
+      this.emit('response.function_call_arguments.done', { item_id: call.itemId, output_index: call.outputIndex, name: final.function.name, arguments: final.function.arguments });
+      this.emit('response.output_item.done', { output_index: call.outputIndex, item });
+    }
+    const ids = { message: () => this.message?.itemId ?? newItemId('msg'), call: (index: number) => callOf(index)?.itemId ?? newItemId('fc') };
+    return responseBody(this.frame, { status: 'completed', output: outputItems(outcome, ids), usage: responseUsage(outcome.usage) });
+  }
+
+  /** The last event, `response.completed` or `response.failed` as the response says, and the end of the stream. */
+  end(response: ResponseObject): void {
+    this.emit(response.status === 'completed' ? 'response.completed' : 'response.failed', { response });
+    this.sse.end();
+  }
+
+  /** Ends the stream with `response.failed` (an error after the stream began). */
+  fail(message: string): void {
+    this.closeMessage();
+    this.end(this.failedBody(message));
+  }
+
+  private failedBody(message: string): ResponseObject {
+    const output = this.message ? [messageItem(this.message.itemId, this.message.text, 'completed')] : [];
+    return responseBody(this.frame, { status: 'failed', output, error: { code: 'server_error', message } });
+  }
+
+  private openMessage() {
+    if (this.message) return this.message;
+    const message = { itemId: newItemId('msg'), outputIndex: this.outputs++, text: '', open: true };
+    this.message = message;
+    this.emit('response.output_item.added', { output_index: message.outputIndex, item: messageItem(message.itemId, '', 'in_progress') });
+    this.emit('response.content_part.added', { item_id: message.itemId, output_index: message.outputIndex, content_index: 0, part: outputTextPart('') });
+    return message;
+  }
+
+  private closeMessage(): void {
+    const message = this.message;
+    if (!message?.open) return;
+    message.open = false;
+    const where = { item_id: message.itemId, output_index: message.outputIndex, content_index: 0 };
+    this.emit('response.output_text.done', { ...where, text: message.text, logprobs: [] });
+    this.emit('response.content_part.done', { ...where, part: outputTextPart(message.text) });
+    this.emit('response.output_item.done', { output_index: message.outputIndex, item: messageItem(message.itemId, message.text, 'completed') });
+  }
+
+  private emit(type: string, fields: Record<string, unknown>): void {
+    this.sse.event(type, JSON.stringify({ type, sequence_number: this.sequence++, ...fields }));
+  }
+}
