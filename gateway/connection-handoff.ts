@@ -123,6 +123,9 @@ function forget(connections: WorkerConnections, id: number): boolean {
   return true;
 }
 
+/** What a worker sends the primary once it accepts connections. */
+export const ACCEPTING: ToPrimary = { tag: TAG, kind: 'accepting' };
+
 /** The connections a worker was handed, for draining: `server.close` does not wait for them. */
 export type HandedConnections = { allClosed(): Promise<void> };
 
@@ -155,7 +158,7 @@ export function acceptHandedConnections(server: HttpServer): HandedConnections {
     server.emit('connection', socket);
     socket.resume();
   });
-  tell({ tag: TAG, kind: 'accepting' });
+  tell(ACCEPTING);
   return {
     allClosed: () =>
       open.size === 0

@@ -70,9 +70,8 @@ describe('connections handed from the primary to the workers', function () {
   });
 
   it('closes every connection handed to a worker that died before taking it, so no client hangs', async () => {
-    const { address } = await start(1, 'stall');
-    // The worker blocks 100 ms after it accepts; these come after that, and all go to it.
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // The worker blocks as soon as it says it accepts: every connection below goes to it and stays untaken.
+    const { address, held } = await start(1, 'stall');
     const sockets = await Promise.all(
       Array.from({ length: 3 }, async () => {
         const socket = net.connect(address.port, '127.0.0.1');
@@ -84,7 +83,7 @@ describe('connections handed from the primary to the workers', function () {
       }),
     );
     const closed = sockets.map((socket) => new Promise((resolve) => (socket.closed ? resolve(null) : socket.once('close', resolve))));
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await waitFor(() => held().join() === '3', 'the three connections to be handed to the worker');
     workers[0]!.process.kill('SIGKILL');
     const outcome = await Promise.race([Promise.all(closed).then(() => 'closed'), new Promise((resolve) => setTimeout(() => resolve('hung'), 5_000))]);
     for (const socket of sockets) socket.destroy();
