@@ -1,5 +1,6 @@
 import type { Request, RequestHandler, Response } from 'express';
-import type { Supervisor, TurnRequest } from '../runtime/sessions/supervisor.js';
+import type { ToolCallDelta } from '../runtime/llm/llm-client.js';
+import type { Supervisor, TurnHandlers, TurnRequest } from '../runtime/sessions/supervisor.js';
 import { actingUser } from './api-keys.js';
 import { checkIdentifier, parseChatRequest, type ChatRequest } from './chat-request.js';
 import { ChunkFormatter, completionBody, newCompletionId, unixNow } from './completion-format.js';
@@ -83,29 +84,13 @@ async function completeTurn(supervisor: Supervisor, turn: TurnRequest, request: 
 async function streamTurn(supervisor: Supervisor, turn: TurnRequest, request: ChatRequest, res: Response, signal: AbortSignal) {
   const sse = new SseWriter(res);
   const chunks = new ChunkFormatter(newCompletionId(), request.model, unixNow());
-  // The stream starts with the first thing to send, so an error before it is a plain HTTP error.
-  const begin = () => {
-    if (sse.isStarted) return;
-    sse.start();
-    sse.data(chunks.role());
-  };
+  const { handlers, begin } = streamingHandlers(sse, res, signal, {
+    open: () => sse.data(chunks.role()),
+    content: (piece) => sse.data(chunks.content(piece)),
+    toolCall: (delta) => sse.data(chunks.toolCall(delta)),
+  });
   try {
-    const outcome = await supervisor.runTurn(turn, {
-      signal,
-      onSessionReady: (sessionId) => res.set('X-Session-ID', sessionId),
-      onContent: (piece) => {
-        begin();
-        sse.data(chunks.content(piece));
-      },
-      onToolCallDelta: (delta) => {
-        begin();
-        sse.data(chunks.toolCall(delta));
-      },
-      onHeartbeat: () => {
-        begin();
-        sse.heartbeat();
-      },
-    });
+    const outcome = await supervisor.runTurn(turn, handlers);
     if (signal.aborted) return;
     begin();
     sse.data(chunks.finish(outcome.finishReason));
@@ -117,4 +102,37 @@ async function streamTurn(supervisor: Supervisor, turn: TurnRequest, request: Ch
     sse.data(JSON.stringify(errorBody(toServiceError(error))));
     sse.done();
   }
+}
+
+/** What a streamed turn sends: its opening (once, before anything else), then its pieces. */
+export type TurnStream = { open(): void; content(piece: string): void; toolCall(delta: ToolCallDelta): void };
+
+/**
+ * The handlers of a streamed turn (chat completions and the Responses API). The stream
+ * starts with the first thing to send, so an error before it is a plain HTTP error; `begin`
+ * starts it when the turn ended without sending anything.
+ */
+export function streamingHandlers(sse: SseWriter, res: Response, signal: AbortSignal, stream: TurnStream): { handlers: TurnHandlers; begin: () => void } {
+  const begin = () => {
+    if (sse.isStarted) return;
+    sse.start();
+    stream.open();
+  };
+  const handlers: TurnHandlers = {
+    signal,
+    onSessionReady: (sessionId) => res.set('X-Session-ID', sessionId),
+    onContent: (piece) => {
+      begin();
+      stream.content(piece);
+    },
+    onToolCallDelta: (delta) => {
+      begin();
+      stream.toolCall(delta);
+    },
+    onHeartbeat: () => {
+      begin();
+      sse.heartbeat();
+    },
+  };
+  return { handlers, begin };
 }

@@ -5,7 +5,7 @@ import { ServiceError } from '../runtime/service-error.js';
 import type { Supervisor, TurnRequest } from '../runtime/sessions/supervisor.js';
 import { actingUser } from './api-keys.js';
 import { checkIdentifier } from './chat-request.js';
-import { admitTurn, type ChatRouteDeps } from './chat-route.js';
+import { admitTurn, streamingHandlers, type ChatRouteDeps } from './chat-route.js';
 import { newItemId, outputItems, responseBody, responseUsage, type ResponseFrame } from './responses-format.js';
 import { ResponseEventStream } from './responses-stream.js';
 import { SseWriter } from './sse-writer.js';
@@ -96,7 +96,7 @@ export function createResponsesRouter(deps: ResponsesRouterDeps): Router {
   return router;
 }
 
-/** One streamed response: its events as the turn produces them; it begins with the first, so an error before it is a plain HTTP error. */
+/** One streamed response: its events as the turn produces them. */
 async function streamResponse(
   supervisor: Supervisor,
   turn: TurnRequest,
@@ -107,28 +107,13 @@ async function streamResponse(
 ): Promise<void> {
   const sse = new SseWriter(res);
   const events = new ResponseEventStream(sse, frame);
-  const begin = () => {
-    if (sse.isStarted) return;
-    sse.start();
-    events.begin();
-  };
+  const { handlers, begin } = streamingHandlers(sse, res, signal, {
+    open: () => events.begin(),
+    content: (piece) => events.text(piece),
+    toolCall: (delta) => events.toolCall(delta),
+  });
   try {
-    const outcome = await supervisor.runTurn(turn, {
-      signal,
-      onSessionReady: (sessionId) => res.set('X-Session-ID', sessionId),
-      onContent: (piece) => {
-        begin();
-        events.text(piece);
-      },
-      onToolCallDelta: (delta) => {
-        begin();
-        events.toolCall(delta);
-      },
-      onHeartbeat: () => {
-        begin();
-        sse.heartbeat();
-      },
-    });
+    const outcome = await supervisor.runTurn(turn, handlers);
     if (signal.aborted) return;
     begin();
     const body = events.close(outcome);
