@@ -1,6 +1,7 @@
 import type { ChatMessage } from '../runtime/chat-types.js';
 import type { ResponseRecord, ResponseStore, SessionStore } from '../runtime/ports.js';
 import { ServiceError } from '../runtime/service-error.js';
+import { itemsAsMessages, type InputItem } from './responses-request.js';
 
 /** Most responses walked back to rebuild the history a branch starts from. */
 const MAX_CHAIN = 1_000;
@@ -54,26 +55,16 @@ async function historyUpTo(responses: ResponseStore, last: ResponseRecord): Prom
     chain.unshift(earlier);
     record = earlier;
   }
-  return chain.flatMap((record) => [...record.input.flatMap(itemMessages), ...(record.body.output as Array<Record<string, unknown>>).flatMap(itemMessages)]);
+  const items = chain.flatMap((record) => [...record.input, ...(record.body.output as Array<Record<string, unknown>>)]);
+  return itemsAsMessages(items.filter(isDialogueItem));
 }
 
-/** A stored input or output item as chat messages (tool activity of the service's own tools is left out). */
-function itemMessages(item: Record<string, unknown>): ChatMessage[] {
-  if (item.type === 'function_call') {
-    const call = { id: String(item.call_id), type: 'function' as const, function: { name: String(item.name), arguments: String(item.arguments) } };
-    return [{ role: 'assistant', content: null, tool_calls: [call] }];
-  }
-  if (item.type === 'function_call_output') {
-    return [{ role: 'tool', tool_call_id: String(item.call_id), content: typeof item.output === 'string' ? item.output : partsText(item.output) }];
-  }
-  if (item.type === 'message' && (item.role === 'user' || item.role === 'assistant')) {
-    return [{ role: item.role, content: partsText(item.content) } as ChatMessage];
-  }
-  return [];
-}
-
-function partsText(content: unknown): string {
-  if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) return '';
-  return content.map((part: { text?: unknown }) => (typeof part.text === 'string' ? part.text : '')).join('');
+/**
+ * A stored item that enters the history: user and assistant messages and client function
+ * calls with their outputs (system and developer messages, and the service's own tool
+ * activity, stay out).
+ */
+function isDialogueItem(item: Record<string, unknown>): item is Record<string, unknown> & InputItem {
+  if (item.type === 'message') return item.role === 'user' || item.role === 'assistant';
+  return item.type === 'function_call' || item.type === 'function_call_output';
 }

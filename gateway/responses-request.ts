@@ -58,7 +58,7 @@ const ResponsesRequestSchema = z.object({
 const InputItems = z.object({ input: z.array(InputItem) });
 
 /** A validated `POST /v1/responses` body. */
-export type ResponsesRequest = Omit<z.infer<typeof ResponsesRequestSchema>, 'input'> & { input: string | Array<z.infer<typeof InputItem>> };
+export type ResponsesRequest = Omit<z.infer<typeof ResponsesRequestSchema>, 'input'> & { input: string | InputItem[] };
 
 /** One input item as it is stored with its response (and listed by `input_items`). */
 export type InputItemRecord = Record<string, unknown> & { id: string; type: string };
@@ -87,15 +87,21 @@ export function parseResponsesRequest(body: unknown, limits: { maxMessages: numb
   return request;
 }
 
+/** One input item, as validated (and, with an id and status added, as stored). */
+export type InputItem = z.infer<typeof InputItem>;
+
 /** The request's input items as chat messages for the session's turn. */
 export function inputMessages(request: ResponsesRequest): ChatMessage[] {
-  if (typeof request.input === 'string') return [{ role: 'user', content: request.input }];
+  return typeof request.input === 'string' ? [{ role: 'user', content: request.input }] : itemsAsMessages(request.input);
+}
+
+/** Input items (or output items of that shape) as chat messages; the function calls of one round go in one assistant message. */
+export function itemsAsMessages(items: readonly InputItem[]): ChatMessage[] {
   const messages: ChatMessage[] = [];
-  for (const item of request.input) {
+  for (const item of items) {
     if (item.type === 'function_call') {
       const call = { id: item.call_id, type: 'function' as const, function: { name: item.name, arguments: item.arguments } };
       const last = messages.at(-1);
-      // Calls of one round belong to one assistant message.
       if (last?.role === 'assistant' && last.tool_calls) last.tool_calls.push(call);
       else messages.push({ role: 'assistant', content: null, tool_calls: [call] });
     } else if (item.type === 'function_call_output') {
@@ -123,7 +129,7 @@ export function clientToolsOf(request: ResponsesRequest): ToolDefinition[] | und
 
 /** The input items as stored and listed: each with an id and a type, text as parts. */
 export function inputItemRecords(request: ResponsesRequest, newId: (prefix: string) => string): InputItemRecord[] {
-  const items: Array<z.infer<typeof InputItem>> = typeof request.input === 'string' ? [{ type: 'message', role: 'user', content: request.input }] : request.input;
+  const items: InputItem[] = typeof request.input === 'string' ? [{ type: 'message', role: 'user', content: request.input }] : request.input;
   return items.map((item): InputItemRecord => {
     if (item.type === 'function_call') return { id: newId('fc'), ...item, type: 'function_call', status: 'completed' };
     if (item.type === 'function_call_output') return { id: newId('fco'), ...item, type: 'function_call_output', status: 'completed' };

@@ -165,6 +165,34 @@ for (const target of serviceStorageTargets()) {
       expect(new Set(stored.map((row) => row.session_id)).size).to.equal(1);
     });
 
+    it('resends the calls of one round as one assistant message when the client answers two function calls', async () => {
+      const tools: OpenAI.Responses.FunctionTool[] = [{ type: 'function', name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } }, strict: false }];
+      llm.script({
+        match: { lastUserIncludes: 'two cities' },
+        reply: {
+          toolCalls: [
+            { id: 'call_a', name: 'get_weather', arguments: { city: 'Rome' } },
+            { id: 'call_b', name: 'get_weather', arguments: { city: 'Oslo' } },
+          ],
+        },
+        times: 1,
+      });
+      const first = await client.responses.create({ model: 'svc-agent', input: 'Weather in two cities?', tools });
+      expect(first.output.map((item) => item.type)).to.deep.equal(['function_call', 'function_call']);
+      await client.responses.create({
+        model: 'svc-agent',
+        previous_response_id: first.id,
+        input: [
+          { type: 'function_call_output', call_id: 'call_a', output: 'warm' },
+          { type: 'function_call_output', call_id: 'call_b', output: 'cold' },
+        ],
+        tools,
+      });
+      const sent = llm.requests.at(-1)!.body.messages!;
+      expect(sent.map((message) => message.role)).to.deep.equal(['system', 'user', 'assistant', 'tool', 'tool']);
+      expect((sent[2]!.tool_calls as Array<{ id: string }>).map((call) => call.id)).to.deep.equal(['call_a', 'call_b']);
+    });
+
     it('streams the semantic events in order with increasing sequence numbers, and stores the response before response.completed', async () => {
       const stream = await client.responses.create({ model: 'svc-agent', input: 'stream me please', stream: true });
       const events: OpenAI.Responses.ResponseStreamEvent[] = [];
