@@ -92,7 +92,8 @@ export function parseRequestBody<T>(schema: z.ZodType<T>, body: unknown): T {
     const param = formatPath(issue.path);
     throw new ServiceError('INVALID_REQUEST', `Invalid value for '${param}': ${describeIssue(issue)}`, { param });
   }
-  const illFormed = pathOfIllFormedText(body);
+  // A lone surrogate has no UTF-8 form: such text cannot be stored as sent.
+  const illFormed = pathOfTextMatching(body, LONE_SURROGATE);
   if (illFormed !== null) {
     throw new ServiceError('INVALID_REQUEST', `Invalid value for '${illFormed}': text must be valid Unicode, without a lone UTF-16 surrogate (such as \\ud800)`, {
       param: illFormed,
@@ -120,22 +121,21 @@ function isNestedDeeperThan(value: unknown, limit: number): boolean {
 const LONE_SURROGATE = /\p{Cs}/u;
 
 /**
- * The path (e.g. `messages[1].content`) of a key or string in a parsed JSON body that
- * holds a lone UTF-16 surrogate, or null. Such text has no UTF-8 form: it cannot be stored as
- * sent. Iterative, like the nesting check.
+ * The path (e.g. `messages[1].content`) of the first key or string in a parsed JSON body
+ * that `pattern` matches, or null. Iterative, like the nesting check.
  */
-function pathOfIllFormedText(value: unknown): string | null {
+export function pathOfTextMatching(value: unknown, pattern: RegExp): string | null {
   const pending: Array<[unknown, PropertyKey[]]> = [[value, []]];
   while (pending.length > 0) {
     const [node, path] = pending.pop()!;
     if (typeof node === 'string') {
-      if (LONE_SURROGATE.test(node)) return formatPath(path);
+      if (pattern.test(node)) return formatPath(path);
       continue;
     }
     if (node === null || typeof node !== 'object') continue;
     for (const [key, child] of Object.entries(node)) {
       const childPath = [...path, Array.isArray(node) ? Number(key) : key];
-      if (LONE_SURROGATE.test(key)) return formatPath(childPath);
+      if (pattern.test(key)) return formatPath(childPath);
       pending.push([child, childPath]);
     }
   }

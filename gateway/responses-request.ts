@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { ChatMessage, ToolDefinition } from '../runtime/chat-types.js';
 import { ServiceError } from '../runtime/service-error.js';
-import { parseRequestBody } from './chat-request.js';
+import { parseRequestBody, pathOfTextMatching } from './chat-request.js';
 
 /** A text part of an input message (`input_text`; `output_text` in an assistant message a client sends back). */
 const TextPart = z.looseObject({ type: z.enum(['input_text', 'output_text', 'text']), text: z.string() });
@@ -81,8 +81,10 @@ export function parseResponsesRequest(body: unknown, limits: { maxMessages: numb
   if (request.metadata && Object.keys(request.metadata).length > MAX_METADATA_KEYS) {
     throw new ServiceError('INVALID_REQUEST', `metadata may hold at most ${MAX_METADATA_KEYS} keys`, { param: 'metadata' });
   }
-  if (JSON.stringify(request.input).includes('\\u0000') || request.instructions?.includes('\u0000')) {
-    throw new ServiceError('INVALID_REQUEST', 'input and instructions must not contain NUL characters', { param: 'input' });
+  // The whole request is stored (the response object, its input items), and PostgreSQL text holds no NUL.
+  const withNul = pathOfTextMatching(body, /\u0000/);
+  if (withNul !== null) {
+    throw new ServiceError('INVALID_REQUEST', `Invalid value for '${withNul}': text must not contain NUL characters`, { param: withNul });
   }
   return request;
 }

@@ -272,6 +272,9 @@ for (const target of serviceStorageTargets()) {
         [{ model: 'svc-agent', input: 'x', max_output_tokens: 0 }, 'max_output_tokens'],
         [{ model: 'svc-agent', input: 'x', previous_response_id: 42 }, 'previous_response_id'],
         [{ model: 'svc-agent', input: 'x', stream: 'yes' }, 'stream'],
+        [{ model: 'svc-agent', input: [{ role: 'user', content: 'a\u0000b' }] }, 'input[0].content'],
+        [{ model: 'svc-agent', input: 'x', instructions: 'a\u0000b' }, 'instructions'],
+        [{ model: 'svc-agent', input: 'x', metadata: { note: 'a\u0000b' } }, 'metadata.note'],
       ];
       for (const [body, param] of cases) {
         const answer = await fetch(`${harness.baseURL}/responses`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
