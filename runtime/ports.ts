@@ -22,8 +22,11 @@ export interface ConversationStore {
   append(records: NewConversationRecord[]): Promise<ConversationRecord[]>;
   /** The last `limit` records of a session, oldest first. */
   recent(sessionId: string, limit: number): Promise<ConversationRecord[]>;
-  /** A page of a session's records, oldest first, with ids greater than `afterId`. */
-  page(sessionId: string, options: { afterId?: number; limit: number }): Promise<ConversationRecord[]>;
+  /**
+   * A page of a session's records after the record `afterId`: oldest first with greater ids,
+   * or with `order: 'desc'` newest first with smaller ids.
+   */
+  page(sessionId: string, options: { afterId?: number; limit: number; order?: 'asc' | 'desc' }): Promise<ConversationRecord[]>;
   /** How many records a session has. */
   count(sessionId: string): Promise<number>;
   /** Deletes every record of a session; returns how many were deleted. */
@@ -73,6 +76,22 @@ export type SessionRecord = {
   /** How many transitions the session's actor has taken. */
   transitions: number;
   deletedAt: Date | null;
+  /** The metadata a client attached to the session as a conversation; `{}` when none. */
+  metadata: SessionMetadata;
+};
+
+/** A conversation's metadata, as OpenAI's Conversations API has it: at most 16 string pairs. */
+export type SessionMetadata = Record<string, string>;
+
+/** A session made whole by the Conversations API: its row, and its first conversation records. */
+export type NewSession = {
+  sessionId: string;
+  userId: string;
+  metadata: SessionMetadata;
+  /** The hash of the first records' turns, so that the next turn continues after them; null for none. */
+  historyHash: string | null;
+  /** The session's first records, in order. */
+  records: Array<Pick<NewConversationRecord, 'role' | 'message'>>;
 };
 
 /** A session lease taken by a process; `generation` counts every acquisition of the session. */
@@ -143,6 +162,10 @@ export interface SessionStore {
    * `created` is true when this call made the row, so nothing of the session is stored yet.
    */
   claim(sessionId: string, userId: string): Promise<SessionRecord & { created: boolean }>;
+  /** Creates the session with its metadata and first records, in one transaction; fails if the id is taken. */
+  create(session: NewSession): Promise<SessionRecord>;
+  /** Replaces the metadata of the live session of `userId`; undefined when it has none of that id. */
+  updateMetadata(sessionId: string, userId: string, metadata: SessionMetadata): Promise<SessionRecord | undefined>;
   /** The live session of `userId` whose history hash is `historyHash`, if any. */
   findByHistoryHash(userId: string, historyHash: string): Promise<SessionRecord | undefined>;
   /** Records the snapshot at rest and sets `lastActive` to now, with the progress's transition log. */

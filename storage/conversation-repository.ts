@@ -64,13 +64,14 @@ export function createConversationRepository(db: Kysely<DatabaseSchema>): Conver
       return rows.reverse().map(toRecord);
     },
 
-    async page(sessionId: string, options: { afterId?: number; limit: number }): Promise<ConversationRecord[]> {
+    async page(sessionId: string, options: { afterId?: number; limit: number; order?: 'asc' | 'desc' }): Promise<ConversationRecord[]> {
       const count = rowLimit(options.limit);
       if (count === 0) return [];
+      const order = options.order ?? 'asc';
       let query = db.selectFrom('conversations').selectAll().where('session_id', '=', sessionId);
       // As bigint: an id past the integer column's range matches nothing rather than failing.
-      if (options.afterId !== undefined) query = query.where('id', '>', sql<number>`${options.afterId}::bigint`);
-      const rows = await query.orderBy('id', 'asc').limit(count).execute();
+      if (options.afterId !== undefined) query = query.where('id', order === 'asc' ? '>' : '<', sql<number>`${options.afterId}::bigint`);
+      const rows = await query.orderBy('id', order).limit(count).execute();
       return rows.map(toRecord);
     },
 

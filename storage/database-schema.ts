@@ -25,6 +25,8 @@ export type SessionsTable = {
   current_state: string | null;
   transitions: ColumnType<number, number | undefined, number>;
   deleted_at: Date | null;
+  /** jsonb: the conversation metadata, written as JSON text, read back parsed; null reads as none. */
+  metadata: ColumnType<Record<string, string> | null, string | null | undefined, string | null>;
 };
 
 /** The `responses` table: the Responses API's responses, each a turn of a session. */

@@ -213,6 +213,13 @@ export const coreMigrations: Record<string, Migration> = {
       await db.schema.createIndex('responses_session_id_idx').ifNotExists().on('responses').column('session_id').execute();
     },
   },
+  '0010_session_metadata': {
+    async up(db: Kysely<any>) {
+      // The metadata of a session seen as a conversation (the Conversations API): string
+      // pairs a client attaches. Null, as in every row made before, reads as none.
+      await db.schema.alterTable('sessions').addColumn('metadata', 'jsonb').execute();
+    },
+  },
 };
 
 /**

@@ -1,6 +1,6 @@
 import { CompiledQuery, sql } from 'kysely';
 import type { Kysely, Selectable } from 'kysely';
-import type { LeaseFence, NewConversationRecord, SessionCursor, SessionPage, SessionProgress, SessionRecord, SessionStore, StoredTransition } from '../runtime/ports.js';
+import type { LeaseFence, NewConversationRecord, NewSession, SessionCursor, SessionMetadata, SessionPage, SessionProgress, SessionRecord, SessionStore, StoredTransition } from '../runtime/ports.js';
 import { insertRecordColumns, recordColumns } from './conversation-repository.js';
 import { GroupCommit } from './group-commit.js';
 import { hotStatement } from './prepared-statements.js';
@@ -51,6 +51,18 @@ const COMPLETE_TURNS = hotStatement(`with turn as (
   where sessions.session_id = turn.session_id and sessions.deleted_at is null
     and (turn.holder is null or turn.session_id in (select session_id from fenced))
   returning sessions.session_id`);
+
+/**
+ * A new session's row and its first conversation records (given as `recordColumns` from $5 on)
+ * in one statement, so one transaction: both or neither. Returns the session row.
+ */
+const CREATE_SESSION = `with session as (
+    insert into sessions (session_id, user_id, metadata, history_hash) values ($1, $2, $3::jsonb, $4)
+    returning *
+  ), stored as (
+    ${insertRecordColumns(5)}
+  )
+  select * from session`;
 
 /** The end of one turn, as `completeTurn` is given it. */
 type TurnEnd = { sessionId: string; records: NewConversationRecord[]; progress: SessionProgress; fence?: LeaseFence };
@@ -107,6 +119,25 @@ export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStor
       const existing = await db.selectFrom('sessions').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
       if (!existing) throw new Error(`Session ${sessionId} neither inserted nor found while claiming it.`);
       return { ...toRecord(existing), created: false };
+    },
+
+    async create(session: NewSession): Promise<SessionRecord> {
+      const records = session.records.map((record) => ({ ...record, userId: session.userId, sessionId: session.sessionId }));
+      const parameters = [session.sessionId, session.userId, toJsonText(session.metadata), session.historyHash, ...recordColumns(records)];
+      const { rows } = await db.executeQuery<Selectable<SessionsTable>>(CompiledQuery.raw(CREATE_SESSION, parameters));
+      return toRecord(rows[0]!);
+    },
+
+    async updateMetadata(sessionId: string, userId: string, metadata: SessionMetadata): Promise<SessionRecord | undefined> {
+      const row = await db
+        .updateTable('sessions')
+        .set({ metadata: toJsonText(metadata) })
+        .where('session_id', '=', sessionId)
+        .where('user_id', '=', userId)
+        .where('deleted_at', 'is', null)
+        .returningAll()
+        .executeTakeFirst();
+      return row && toRecord(row);
     },
 
     async findByHistoryHash(userId: string, historyHash: string): Promise<SessionRecord | undefined> {
@@ -190,6 +221,7 @@ function toRecord(row: Selectable<SessionsTable>): SessionRecord {
     currentState: row.current_state,
     transitions: row.transitions,
     deletedAt: row.deleted_at,
+    metadata: row.metadata ?? {},
   };
 }
 

@@ -130,6 +130,28 @@ for (const target of databaseTargets()) {
       expect(rest).to.deep.equal([]);
     });
 
+    it('pages through a session newest first when asked for descending order, from the last id seen', async () => {
+      const sessionId = randomUUID();
+      const stored = await store.append(turns(sessionId, 5));
+      await store.append(turns(randomUUID(), 2));
+
+      const first = await store.page(sessionId, { limit: 2, order: 'desc' });
+      const second = await store.page(sessionId, { afterId: first.at(-1)!.id, limit: 2, order: 'desc' });
+      const third = await store.page(sessionId, { afterId: second.at(-1)!.id, limit: 2, order: 'desc' });
+
+      expect([...first, ...second, ...third].map((record) => record.id)).to.deep.equal(stored.map((record) => record.id).reverse());
+      expect(third).to.have.length(1);
+      expect(await store.page(sessionId, { afterId: third[0]!.id, limit: 2, order: 'desc' })).to.deep.equal([]);
+    });
+
+    it('pages from an id past the column range without failing, in either order', async () => {
+      const sessionId = randomUUID();
+      const stored = await store.append(turns(sessionId, 2));
+      const huge = Number.MAX_SAFE_INTEGER;
+      expect(await store.page(sessionId, { afterId: huge, limit: 5 })).to.deep.equal([]);
+      expect((await store.page(sessionId, { afterId: huge, limit: 5, order: 'desc' })).map((record) => record.id)).to.deep.equal(stored.map((record) => record.id).reverse());
+    });
+
     it('counts only the records of the session when counting', async () => {
       const sessionId = randomUUID();
       await store.append(turns(sessionId, 4));

@@ -68,6 +68,74 @@ for (const target of databaseTargets()) {
       expect(Number(count.n)).to.equal(0);
     });
 
+    it('creates a session with its metadata, history hash and first records in order', async () => {
+      const sessionId = `conv_${randomUUID()}`;
+      const created = await store.create({
+        sessionId,
+        userId: 'user-a',
+        metadata: { topic: 'démo' },
+        historyHash: 'after-items',
+        records: [
+          { role: 'system', message: 'Be brief.' },
+          { role: 'user', message: 'hi' },
+          { role: 'assistant', message: 'hello' },
+        ],
+      });
+      expect(created).to.include({ sessionId, userId: 'user-a', historyHash: 'after-items', transitions: 0, deletedAt: null });
+      expect(created.metadata).to.deep.equal({ topic: 'démo' });
+      expect(created.createdAt).to.be.instanceOf(Date);
+      expect((await store.get(sessionId))!.metadata).to.deep.equal({ topic: 'démo' });
+      const rows = await database.db.selectFrom('conversations').select(['user_id', 'role', 'message']).where('session_id', '=', sessionId).orderBy('id').execute();
+      expect(rows).to.deep.equal([
+        { user_id: 'user-a', role: 'system', message: 'Be brief.' },
+        { user_id: 'user-a', role: 'user', message: 'hi' },
+        { user_id: 'user-a', role: 'assistant', message: 'hello' },
+      ]);
+    });
+
+    it('stores neither the session nor its records when creating a session whose id is taken', async () => {
+      const sessionId = randomUUID();
+      await store.claim(sessionId, 'user-a');
+      const attempt = store.create({ sessionId, userId: 'user-b', metadata: {}, historyHash: null, records: [{ role: 'user', message: 'lost' }] });
+      await attempt.then(
+        () => expect.fail('the second create was accepted'),
+        () => undefined,
+      );
+      expect(await store.get(sessionId)).to.include({ userId: 'user-a' });
+      const count = await database.db.selectFrom('conversations').select((eb) => eb.fn.countAll<string>().as('n')).where('session_id', '=', sessionId).executeTakeFirstOrThrow();
+      expect(Number(count.n)).to.equal(0);
+    });
+
+    it('reads a session without metadata as {} when getting, claiming and listing it', async () => {
+      const sessionId = randomUUID();
+      const userId = `user-${randomUUID()}`;
+      expect((await store.claim(sessionId, userId)).metadata).to.deep.equal({});
+      expect((await store.get(sessionId))!.metadata).to.deep.equal({});
+      expect((await store.list({ userId, limit: 1 })).sessions[0]!.metadata).to.deep.equal({});
+    });
+
+    it("replaces the metadata of the user's live session only when updating it", async () => {
+      const sessionId = randomUUID();
+      await store.create({ sessionId, userId: 'user-a', metadata: { a: '1', b: '2' }, historyHash: null, records: [] });
+      const updated = await store.updateMetadata(sessionId, 'user-a', { c: '3' });
+      expect(updated!.metadata).to.deep.equal({ c: '3' });
+      expect(await store.updateMetadata(sessionId, 'user-b', { stolen: 'yes' })).to.equal(undefined);
+      expect(await store.updateMetadata(randomUUID(), 'user-a', { c: '4' })).to.equal(undefined);
+      await store.markDeleted(sessionId);
+      expect(await store.updateMetadata(sessionId, 'user-a', { c: '5' })).to.equal(undefined);
+      expect((await store.get(sessionId))!.metadata).to.deep.equal({ c: '3' });
+    });
+
+    it('keeps the metadata when a turn ends or progress is saved', async () => {
+      const sessionId = randomUUID();
+      const userId = `user-${randomUUID()}`;
+      await store.create({ sessionId, userId, metadata: { keep: 'me' }, historyHash: null, records: [] });
+      await store.completeTurn(sessionId, [{ userId, sessionId, role: 'assistant', message: 'reply' }], progress());
+      await store.saveProgress(sessionId, progress({ transitions: 4 }));
+      expect((await store.get(sessionId))!.metadata).to.deep.equal({ keep: 'me' });
+      expect((await store.list({ userId, limit: 1 })).sessions[0]!.metadata).to.deep.equal({ keep: 'me' });
+    });
+
     describe('a turn ending under its lease (completeTurn with a fence)', () => {
       const leases = () => createSessionLeaseRepository(database);
       const answer = (sessionId: string, message: string) => [{ userId: 'user-a', sessionId, role: 'assistant', message }];

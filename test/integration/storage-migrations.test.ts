@@ -15,6 +15,7 @@ const CORE_NAMES = [
   '0007_webhook_owners',
   '0008_session_lease_handover',
   '0009_responses',
+  '0010_session_metadata',
 ];
 const CORE = CORE_NAMES.map((name) => `core/${name}`);
 const MEMORY = ['memory/0001_memories', 'memory/0002_memory_embedder'];
@@ -99,6 +100,7 @@ for (const target of databaseTargets()) {
         'current_state?',
         'transitions',
         'deleted_at?',
+        'metadata?',
       ]);
     });
 
