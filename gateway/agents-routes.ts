@@ -8,6 +8,7 @@ import type { Supervisor } from '../runtime/sessions/supervisor.js';
 import type { ToolRunner } from '../runtime/tools/tool-runner.js';
 import { actingUser, callerOf } from './api-keys.js';
 import { checkIdentifier, isValidIdentifier } from './chat-request.js';
+import { deleteSession } from './session-deletion.js';
 
 /** The announced agent resource. */
 export type AgentResource = {
@@ -104,23 +105,12 @@ export function createAgentsRouter(deps: AgentsRouterDeps): Router {
   router.delete('/v1/agents/:agent_id', async (req, res) => {
     const options = parseDeleteBody(req.body);
     const { sessionId } = await visibleSession(deps, req, res);
-    const deletion = await deps.supervisor.retire(sessionId, async (): Promise<AgentDeletion> => {
-      // Read again under the session's lock: the last turn, or a concurrent DELETE, may have changed it.
-      const session = await deps.sessions.get(sessionId);
-      if (!session) throw notFound(sessionId);
-      // Deleting again is harmless: the first deletion's time, nothing exported or removed.
-      if (session.deletedAt) return deletionBody(sessionId, false, null, session.deletedAt);
-      const exportLocation = options.exportData ? await exportAgent(deps, session) : null;
-      if (!options.preserveMemory) {
-        await deps.conversations.deleteSession(sessionId);
-        await deps.memories?.deleteBySession(sessionId);
-        await deps.sessions.deleteTransitions(sessionId);
-      }
-      await deps.sessions.markDeleted(sessionId);
-      const deleted = await deps.sessions.get(sessionId);
-      return deletionBody(sessionId, exportLocation !== null, exportLocation, deleted?.deletedAt ?? new Date());
+    const deletion = await deleteSession(deps, sessionId, {
+      preserveMemory: options.preserveMemory,
+      ...(options.exportData ? { exportFirst: (session: SessionRecord) => exportAgent(deps, session) } : {}),
     });
-    res.json(deletion);
+    if (!deletion) throw notFound(sessionId);
+    res.json(deletionBody(sessionId, deletion.exportLocation !== null, deletion.exportLocation, deletion.deletedAt));
   });
 
   return router;
