@@ -7,10 +7,11 @@ import { benchProcesses, freePort, startChild, type RunningChild } from './bench
 import { addCleanup, runCleanups } from './bench/cleanup.js';
 import { readSelfTime, type SelfTimeReport } from './bench/cpu-profile.js';
 import { postgresPids, waitForQuiet, watchCpu, type CpuUsage } from './bench/cpu-usage.js';
-import { jsonExchange, runLoad, streamExchange } from './bench/load.js';
-import { BENCH_USAGE, parseBenchOptions, type BenchOptions, type SessionMode, type Target } from './bench/options.js';
+import { jsonExchange, responsesExchange, responsesStreamExchange, runLoad, streamExchange, type Exchange } from './bench/load.js';
+import { BENCH_USAGE, parseBenchOptions, type Api, type BenchOptions, type SessionMode, type Target } from './bench/options.js';
 import { checkGoals, describeMachine, renderText, writeReport, type BenchReport, type CellResult } from './bench/report.js';
 import { measureRecall } from './bench/recall-latency.js';
+import { responsesBodies } from './bench/responses-body.js';
 import { createScratchDatabase, type ScratchDatabase } from './bench/scratch-database.js';
 import { DEFAULT_POOL_SIZE } from '../storage/index.js';
 import { measureSessionMemory } from './bench/session-memory.js';
@@ -24,6 +25,9 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
 
 /** What a run has gathered so far. */
 type Run = { options: BenchOptions; stamp: string; tmp: string; cells: CellResult[]; notes: string[]; profile: SelfTimeReport[] };
+
+/** A measured window (monotonic µs), with the API and the requests measured in it. */
+type Window = { api: Api; us: [number, number]; turns: number };
 
 /** One `npm run bench`: the fake LLM, then each selected target in turn, then the report. */
 async function main(): Promise<void> {
@@ -43,7 +47,7 @@ async function main(): Promise<void> {
     cwd: ROOT,
     ready: { line: /fake LLM listening on (http:\/\/\S+)\/v1/ },
   });
-  if (options.targets.includes('direct')) await measureTarget(run, 'direct', llm.url, [null], options.stream);
+  if (options.targets.includes('direct')) await measureTarget(run, 'direct', llm.url, [null], ['chat'], options.stream);
   if (options.targets.includes('passthrough')) {
     const passthrough = await startChild({
       name: 'passthrough',
@@ -52,7 +56,7 @@ async function main(): Promise<void> {
       cwd: ROOT,
       ready: { line: /passthrough listening on (http:\/\/\S+)/ },
     });
-    await measureTarget(run, 'passthrough', passthrough.url, [null], false);
+    await measureTarget(run, 'passthrough', passthrough.url, [null], ['chat'], false);
     await stopChecked(run, passthrough);
   }
   if (options.targets.includes('persisted')) await benchPersistedPassthrough(run, llm.url);
@@ -99,7 +103,7 @@ async function benchPersistedPassthrough(run: Run, llmUrl: string): Promise<void
       cwd: ROOT,
       ready: { line: /passthrough listening on (http:\/\/\S+)/ },
     });
-    await measureTarget(run, 'persisted', persisted.url, ['session'], false);
+    await measureTarget(run, 'persisted', persisted.url, ['session'], ['chat'], false);
     await stopChecked(run, persisted);
   });
 }
@@ -154,51 +158,72 @@ async function benchService(run: Run, target: 'pglite' | 'pg', llmUrl: string, d
     const held = await waitForWorkers(service.url, port, service.process.pid!, workers);
     run.notes.push(`${service.name}: every worker took connections before the first cell (a batch of ${held.reduce((a, b) => a + b, 0)} held ${held.join('/')})`);
   }
-  const windows = await measureTarget(run, target, service.url, run.options.modes, workers === undefined && run.options.stream, workers);
+  // The workers scenario compares worker counts on chat completions only.
+  const apis = workers === undefined ? run.options.apis : (['chat'] as Api[]);
+  const windows = await measureTarget(run, target, service.url, run.options.modes, apis, workers === undefined && run.options.stream, workers);
   await stopChecked(run, service);
   if (!run.options.profile) return;
   // Threads that were idle all along (tsx's module loader) are left out.
-  const threads = await readSelfTime(profileDir, ROOT, windows);
+  const threads = await readSelfTime(profileDir, ROOT, windows.map((window) => window.us));
   run.profile.push(...threads.filter((thread) => thread.totalMs - thread.idleMs > 0.05 * thread.totalMs));
 }
 
-/** Measures a target at each concurrency (and session mode); returns the measured windows. */
+/**
+ * Measures a target at each concurrency (and session mode), through each API one after the
+ * other at the same setting, so that the cells an API ratio compares run close in time;
+ * returns the measured windows.
+ */
 async function measureTarget(
   run: Run,
   target: Target,
   origin: string,
   modes: (SessionMode | null)[],
+  apis: Api[],
   withStream: boolean,
   workers?: number,
-): Promise<[number, number][]> {
-  const windows: [number, number][] = [];
+): Promise<Window[]> {
+  const windows: Window[] = [];
   for (const mode of modes) {
-    for (const connections of run.options.concurrency) windows.push(await measureCell(run, target, origin, mode, false, connections, workers));
+    for (const connections of run.options.concurrency) {
+      for (const api of apis) windows.push(await measureCell(run, { target, api, mode, stream: false, connections, workers }, origin));
+    }
   }
   if (withStream) {
-    for (const connections of run.options.streamConcurrency) windows.push(await measureCell(run, target, origin, modes[0] ?? null, true, connections));
+    for (const connections of run.options.streamConcurrency) {
+      for (const api of apis) windows.push(await measureCell(run, { target, api, mode: modes[0] ?? null, stream: true, connections }, origin));
+    }
   }
   return windows;
 }
 
-async function measureCell(
-  run: Run,
-  target: Target,
-  origin: string,
-  mode: SessionMode | null,
-  stream: boolean,
-  connections: number,
-  workers?: number,
-): Promise<[number, number]> {
+/** What one cell measures. */
+type CellSetting = { target: Target; api: Api; mode: SessionMode | null; stream: boolean; connections: number; workers?: number };
+
+/**
+ * The requests of a cell. Chat completions: one session per client named in `X-Session-ID`
+ * (session, pooled), sending the new user message with the system prompt. The Responses
+ * API: each client chains its own responses with `previous_response_id` (session, pooled),
+ * or sends none (new).
+ */
+function exchangeOf(run: Run, { target, api, mode, stream, connections, workers }: CellSetting): Exchange {
+  const continued = mode === 'session' || mode === 'pooled';
+  if (api === 'responses') {
+    const headers = { 'content-type': 'application/json' };
+    return (stream ? responsesStreamExchange : responsesExchange)(responsesBodies(stream), () => headers, continued);
+  }
   // One session per client, named by the cell so that no two cells share a session.
   const prefix = `bench-${run.stamp}-${target}${workers !== undefined ? `-w${workers}` : ''}-${stream ? 'stream' : 'json'}-c${connections}`;
   const headers = Array.from({ length: connections }, (_, worker) => ({
     'content-type': 'application/json',
-    ...(mode === 'session' || mode === 'pooled' ? { 'x-session-id': `${prefix}-${worker}` } : {}),
+    ...(continued ? { 'x-session-id': `${prefix}-${worker}` } : {}),
   }));
-  const bodies = chatBodies(stream);
-  const exchange = (stream ? streamExchange : jsonExchange)(bodies, (worker) => headers[worker]!);
-  const label = `${target}${workers !== undefined ? ` ${workerCount(workers)}` : ''}${mode ? ` ${mode}` : ''}${stream ? ' stream' : ''} c=${connections}`;
+  return (stream ? streamExchange : jsonExchange)(chatBodies(stream), (worker) => headers[worker]!);
+}
+
+async function measureCell(run: Run, setting: CellSetting, origin: string): Promise<Window> {
+  const { target, api, mode, stream, connections, workers } = setting;
+  const exchange = exchangeOf(run, setting);
+  const label = `${target}${workers !== undefined ? ` ${workerCount(workers)}` : ''}${api === 'responses' ? ' responses' : ''}${mode ? ` ${mode}` : ''}${stream ? ' stream' : ''} c=${connections}`;
   if (run.options.quietWaitMs > 0) {
     const foreign = await waitForQuiet(watched, QUIET_CORES, run.options.quietWaitMs);
     if (foreign >= QUIET_CORES) console.error(`  ${label}: other processes and steal still take ${foreign.toFixed(2)} cores; measuring anyway`);
@@ -216,14 +241,14 @@ async function measureCell(
     onMeasureStart: () => (watch = watchCpu(watched)),
   });
   const cpu = watch!.stop();
-  const cell = { target, mode, stream, connections, result, cpu, flagged: result.errors > 0, noisy: cpu.foreign + cpu.steal >= QUIET_CORES };
+  const cell = { target, api, mode, stream, connections, result, cpu, flagged: result.errors > 0, noisy: cpu.foreign + cpu.steal >= QUIET_CORES };
   run.cells.push(workers !== undefined ? { ...cell, workers } : cell);
   const first = result.firstPiece ? ` first p50 ${result.firstPiece.p50.toFixed(2)} ms` : '';
   const cores = Object.entries(cpu.byProcess).map(([name, used]) => `${name} ${used.toFixed(2)}`).join(', ');
   console.error(
     `  ${label}: ${result.rps.toFixed(0)} req/s, p50 ${result.latency.p50.toFixed(2)} ms, p99 ${result.latency.p99.toFixed(2)} ms${first}, ${result.errors} errors; cores: ${cores}, other ${cpu.foreign.toFixed(2)}, steal ${cpu.steal.toFixed(2)}`,
   );
-  return result.windowUs;
+  return { api, us: result.windowUs, turns: result.ok };
 }
 
 /** Stops a child and notes it when it died during the run or printed anything (the service logs only warnings and errors). */

@@ -1,8 +1,9 @@
-const SYSTEM_PROMPT =
+/** The client's system prompt of every bench turn. */
+export const SYSTEM_PROMPT =
   'You are a helpful support assistant for an online bookshop. Answer briefly and politely, ask for an order number when one is needed, and never invent prices or delivery dates.';
 
-// About 50 words each, so the echo reply is about as long as a short real answer.
-const USER_MESSAGES = [
+/** The user messages of the bench's turns: about 50 words each, so the echo reply is about as long as a short real answer. */
+export const USER_MESSAGES = [
   'Hello, I ordered three paperback novels last Tuesday and the tracking page still says the parcel is being prepared. I need them before my trip on Friday morning. Could you check whether the order has shipped, and if not, whether it can still be sent with express delivery at no extra cost to me?',
   'Good evening. I received a hardcover edition with a damaged spine and several creased pages in the middle. The book was meant as a birthday present for my sister next week. What is the quickest way to get a replacement, and do I need to send the damaged copy back before you ship it?',
   'Hi there, I am trying to redeem a gift card that a colleague gave me, but the checkout keeps rejecting the code with an error about an invalid format. I have typed it carefully several times. Is there anything special about the format, or can you apply the balance to my account manually?',

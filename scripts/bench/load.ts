@@ -1,5 +1,6 @@
 import { Client, Pool, type Dispatcher } from 'undici';
 import { summarise, type LatencySummary } from './latency-stats.js';
+import type { ResponsesBody } from './responses-body.js';
 
 /** One timed request: durations in ms from sending it; throws when the response is wrong. */
 export type Sample = { totalMs: number; firstPieceMs?: number };
@@ -169,4 +170,72 @@ export function streamExchange(bodies: Buffer[], headersFor: (worker: number) =>
 function hasContent(data: string): boolean {
   const piece = (JSON.parse(data) as { choices?: { delta?: { content?: unknown } }[] }).choices?.[0]?.delta?.content;
   return typeof piece === 'string' && piece.length > 0;
+}
+
+/**
+ * A POST of a Responses API body answered by a completed response (JSON). With `chain`, each
+ * client continues its own previous response (`previous_response_id`, the `id` of its last
+ * answer; none on its first turn), as a client of the Responses API keeps a conversation.
+ */
+export function responsesExchange(body: ResponsesBody, headersFor: (worker: number) => Record<string, string>, chain: boolean): Exchange {
+  const previous: (string | undefined)[] = [];
+  return async (dispatcher, worker, seq) => {
+    const started = performance.now();
+    const response = await dispatcher.request({ method: 'POST', path: '/v1/responses', headers: headersFor(worker), body: body(seq, previous[worker]) });
+    const text = await response.body.text();
+    const totalMs = performance.now() - started;
+    if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}: ${text.slice(0, 200)}`);
+    const answer = JSON.parse(text) as ResponseObject;
+    const id = completedId(answer, text);
+    if (typeof answer.output?.[0]?.content?.[0]?.text !== 'string' || answer.output[0].content[0].text.length === 0) throw new Error(`no output text in ${text.slice(0, 200)}`);
+    if (chain) previous[worker] = id;
+    return { totalMs };
+  };
+}
+
+/**
+ * A streamed Responses API request (chained as `responsesExchange` is): times the first
+ * `response.output_text.delta` event and the end of the stream, which must have carried
+ * `response.completed` with a completed response.
+ */
+export function responsesStreamExchange(body: ResponsesBody, headersFor: (worker: number) => Record<string, string>, chain: boolean): Exchange {
+  const previous: (string | undefined)[] = [];
+  return async (dispatcher, worker, seq) => {
+    const started = performance.now();
+    const response = await dispatcher.request({ method: 'POST', path: '/v1/responses', headers: headersFor(worker), body: body(seq, previous[worker]) });
+    if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}: ${(await response.body.text()).slice(0, 200)}`);
+    response.body.setEncoding('utf8');
+    let firstPieceMs: number | undefined;
+    let pending = '';
+    let completed: string | undefined;
+    let last = '';
+    for await (const chunk of response.body as AsyncIterable<string>) {
+      pending += chunk;
+      let end: number;
+      while ((end = pending.indexOf('\n\n')) >= 0) {
+        const frame = pending.slice(0, end);
+        pending = pending.slice(end + 2);
+        last = frame;
+        // Only the event names are read until the end, to keep the load generator light.
+        if (firstPieceMs === undefined && frame.startsWith('event: response.output_text.delta\n')) firstPieceMs = performance.now() - started;
+        else if (frame.startsWith('event: response.completed\n')) completed = frame.slice(frame.indexOf('\ndata: ') + 7);
+      }
+    }
+    const totalMs = performance.now() - started;
+    if (completed === undefined) throw new Error(`the stream did not end with response.completed: ${last.slice(0, 200)}`);
+    const id = completedId((JSON.parse(completed) as { response?: ResponseObject }).response ?? {}, completed);
+    if (firstPieceMs === undefined) throw new Error('the stream carried no output text');
+    if (chain) previous[worker] = id;
+    return { totalMs, firstPieceMs };
+  };
+}
+
+/** The parts of a response object the bench checks. */
+type ResponseObject = { id?: unknown; status?: unknown; output?: { content?: { text?: unknown }[] }[] };
+
+/** The id of a completed response; throws when it is not completed. */
+function completedId(answer: ResponseObject, text: string): string {
+  if (answer.status !== 'completed') throw new Error(`response status ${String(answer.status)}: ${text.slice(0, 200)}`);
+  if (typeof answer.id !== 'string' || answer.id.length === 0) throw new Error(`no response id in ${text.slice(0, 200)}`);
+  return answer.id;
 }

@@ -13,6 +13,11 @@ export const SCENARIOS = ['throughput', 'workers', 'session-memory', 'recall'] a
 /** One of the bench's measurements. */
 export type Scenario = (typeof SCENARIOS)[number];
 
+/** The APIs a service turn can go through: chat completions, or the Responses API (`/v1/responses`). */
+export const APIS = ['chat', 'responses'] as const;
+/** The API of a cell's requests. */
+export type Api = (typeof APIS)[number];
+
 /** How the service's sessions are used: one per connection, continued turn after turn, or a new one per request. */
 export type SessionMode = 'session' | 'pooled' | 'new';
 
@@ -26,6 +31,8 @@ export type BenchOptions = {
   streamConcurrency: number[];
   targets: Target[];
   modes: SessionMode[];
+  /** The APIs of the service targets' cells (the other targets speak chat completions only). */
+  apis: Api[];
   stream: boolean;
   profile: boolean;
   /** Longest wait before a cell for other processes to leave the CPU alone. */
@@ -58,6 +65,8 @@ export const BENCH_USAGE = `Usage: npm run bench -- [options]
   --modes LIST           service session modes: session (one per client, over its own connection), pooled (one
                          per client, the clients sharing one pool of connections), new (one per request);
                          default session,new
+  --apis LIST            of chat,responses: the APIs of the pglite and pg cells (default chat); a responses client
+                         chains its turns with previous_response_id (session, pooled) or sends none (new)
   --no-stream            skip the streaming cells
   --profile              CPU-profile the service; alone it means --targets pglite --modes session --concurrency 32 --no-stream
   --quiet-wait S         before each cell, wait up to S seconds for other processes + steal to take < 0.2 cores (default 60; 0: don't)
@@ -85,6 +94,7 @@ export function parseBenchOptions(args: string[]): BenchOptions {
       'stream-concurrency': { type: 'string' },
       targets: { type: 'string' },
       modes: { type: 'string' },
+      apis: { type: 'string' },
       'no-stream': { type: 'boolean', default: false },
       profile: { type: 'boolean', default: false },
       'quiet-wait': { type: 'string' },
@@ -111,6 +121,7 @@ export function parseBenchOptions(args: string[]): BenchOptions {
     // The targets are the throughput scenario's: without it, none is measured.
     targets: scenarios.includes('throughput') ? oneOf('--targets', list(values.targets ?? (profileOnly ? 'pglite' : TARGETS.join(','))), TARGETS) : [],
     modes: oneOf('--modes', list(values.modes ?? (profileOnly ? 'session' : 'session,new')), ['session', 'pooled', 'new'] as const),
+    apis: oneOf('--apis', list(values.apis ?? 'chat'), APIS),
     stream: !values['no-stream'] && !profileOnly,
     profile: values.profile,
     quietWaitMs: 1000 * (values['quiet-wait'] !== undefined ? positive('--quiet-wait', values['quiet-wait'], true) : 60),

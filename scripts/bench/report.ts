@@ -5,14 +5,15 @@ import { join } from 'node:path';
 import type { SelfTimeReport } from './cpu-profile.js';
 import type { CpuUsage } from './cpu-usage.js';
 import type { LoadResult } from './load.js';
-import type { BenchOptions, SessionMode, Target } from './options.js';
+import type { Api, BenchOptions, SessionMode, Target } from './options.js';
 import { recallSection, type RecallReport } from './recall-latency.js';
 import { sessionMemorySection, type SessionMemoryReport } from './session-memory.js';
 import { markdownTable, ms, sectionMarkdown, sectionText, textTable, type Section, type Table } from './table.js';
 
-/** One measured cell: a target, a session mode (service only), streaming or not, a concurrency. */
+/** One measured cell: a target, an API (service only: chat or responses), a session mode (service only), streaming or not, a concurrency. */
 export type CellResult = {
   target: Target;
+  api: Api;
   mode: SessionMode | null;
   stream: boolean;
   connections: number;
@@ -71,8 +72,21 @@ const LABELS: Record<Target, string> = {
 };
 const isService = (target: Target) => target === 'pglite' || target === 'pg';
 
+/** A cell's target, with its API when the cells of the run are of more than one. */
+function labelOf(cell: CellResult, cells: CellResult[]): string {
+  return cells.some((other) => other.api !== 'chat') && isService(cell.target) ? `${LABELS[cell.target]} ${cell.api}` : LABELS[cell.target];
+}
+
+/** The chat completions cell of a target, streaming or not, at a concurrency. */
 function find(cells: CellResult[], target: Target, stream: boolean, connections: number): CellResult | undefined {
-  return cells.find((cell) => cell.target === target && cell.stream === stream && cell.connections === connections);
+  return cells.find((cell) => cell.target === target && cell.api === 'chat' && cell.stream === stream && cell.connections === connections);
+}
+
+/** The chat completions cell a Responses API cell compares with: same target, mode, streaming and concurrency. */
+function chatTwin(cells: CellResult[], cell: CellResult): CellResult | undefined {
+  return cells.find(
+    (other) => other.api === 'chat' && other.target === cell.target && other.mode === cell.mode && other.stream === cell.stream && other.connections === cell.connections,
+  );
 }
 
 /**
@@ -80,12 +94,15 @@ function find(cells: CellResult[], target: Target, stream: boolean, connections:
  * connections at least the persisted pass-through's; at most 1.5 ms added to the p50 at one
  * connection; at 32 connections at most 1.0 ms of gateway CPU and 0.5 ms of PostgreSQL CPU a
  * turn; streaming at most 1.5 ms added to the first piece and 2 ms of CPU a stream; on PGlite
- * at 128 connections a p99 at most 5 times the p50; 4 workers no slower than one.
+ * at 128 connections a p99 at most 5 times the p50; 4 workers no slower than one. And a turn
+ * through the Responses API within 10% of the same turn through chat completions, in req/s
+ * and in the service's CPU a turn.
  */
 export function checkGoals(allCells: CellResult[]): string[] {
   const goals: string[] = [];
   const goal = (met: boolean, text: string) => goals.push(`${met ? 'MET ' : 'MISS'} ${text}`);
-  const cells = throughputCells(allCells);
+  const all = throughputCells(allCells);
+  const cells = all.filter((cell) => cell.api === 'chat');
   for (const cell of cells.filter((c) => isService(c.target) && !c.stream)) {
     const name = `${LABELS[cell.target]} (${cell.mode}) c=${cell.connections}`;
     const persisted = find(cells, 'persisted', false, cell.connections);
@@ -120,6 +137,15 @@ export function checkGoals(allCells: CellResult[]): string[] {
       const cpu = cpuPerRequestMs(cell, targetCores(cell));
       goal(cpu <= 2, `${name}: ${(1000 * cpu).toFixed(0)} µs of CPU a stream (goal <= 2,000 µs)`);
     }
+  }
+  for (const cell of all.filter((c) => c.api === 'responses')) {
+    const chat = chatTwin(all, cell);
+    if (!chat) continue;
+    const name = `${LABELS[cell.target]} responses (${cell.mode})${cell.stream ? ' stream' : ''} c=${cell.connections}`;
+    const rate = cell.result.rps / chat.result.rps;
+    goal(rate >= 0.9, `${name}: req/s ${percent(rate)} of chat completions' (goal >= 90%)`);
+    const cpu = cpuPerRequestMs(cell, targetCores(cell)) / cpuPerRequestMs(chat, targetCores(chat));
+    goal(cpu <= 1.1, `${name}: service CPU a turn ${percent(cpu)} of chat completions' (goal <= 110%)`);
   }
   // With a connection per session (session) and with sessions sharing the connections (pooled).
   for (const cell of allCells.filter((c) => c.workers !== undefined && c.workers > 1 && c.mode !== 'new' && c.connections === 128)) {
@@ -176,6 +202,61 @@ function scenarioSections(report: BenchReport): Section[] {
   return sections.filter((section): section is Section => section !== undefined);
 }
 
+/** The Responses API's cells against chat completions' at the same target, mode, streaming and concurrency. */
+function apiSection(allCells: CellResult[]): Section | undefined {
+  const cells = throughputCells(allCells);
+  const pairs = cells.filter((cell) => cell.api === 'responses').flatMap((cell) => {
+    const chat = chatTwin(cells, cell);
+    return chat ? [{ chat, responses: cell }] : [];
+  });
+  if (pairs.length === 0) return undefined;
+  const headers = [
+    'target',
+    'mode',
+    'conns',
+    'req/s chat',
+    'req/s responses',
+    'req/s ratio',
+    'p50 chat',
+    'p50 responses',
+    'p99 chat',
+    'p99 responses',
+    'cpu ms/turn chat',
+    'cpu ms/turn responses',
+    'cpu ratio',
+    'pg cpu ms/turn chat',
+    'pg cpu ms/turn responses',
+  ];
+  const rows = pairs.map(({ chat, responses }) => {
+    const serviceCpu = (cell: CellResult) => cpuPerRequestMs(cell, targetCores(cell));
+    const postgresCpu = (cell: CellResult) => cpuPerRequestMs(cell, cell.cpu.byProcess.postgres ?? 0);
+    const [chatCpu, responsesCpu, chatPg, responsesPg] = [serviceCpu(chat), serviceCpu(responses), postgresCpu(chat), postgresCpu(responses)];
+    const hasPg = chat.target === 'pg';
+    return [
+      LABELS[chat.target],
+      `${chat.mode ?? '-'}${chat.stream ? ' stream' : ''}`,
+      String(chat.connections),
+      rps(chat),
+      rps(responses),
+      ratio(responses.result.rps / chat.result.rps),
+      ms(chat.result.latency.p50),
+      ms(responses.result.latency.p50),
+      ms(chat.result.latency.p99),
+      ms(responses.result.latency.p99),
+      chatCpu.toFixed(2),
+      responsesCpu.toFixed(2),
+      ratio(responsesCpu / chatCpu),
+      hasPg ? chatPg.toFixed(2) : '',
+      hasPg ? responsesPg.toFixed(2) : '',
+    ];
+  });
+  return {
+    title: 'Responses API against chat completions (same target, mode and connections, same run; ratio = responses / chat; cpu = the service process)',
+    table: { headers, rows },
+    lines: ['A turn through /v1/responses is meant to cost within 10% of the same turn through chat completions: req/s ratio >= 0.90, cpu ratio <= 1.10.'],
+  };
+}
+
 function nonStreamingTable(cells: CellResult[]): Table {
   const headers = ['target', 'mode', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'errors', 'vs direct', 'vs passthrough', 'vs persisted', '+p50 ms', ...CPU_HEADERS];
   const rows = cells
@@ -186,7 +267,7 @@ function nonStreamingTable(cells: CellResult[]): Table {
       const pass = isService(cell.target) || cell.target === 'persisted' ? find(cells, 'passthrough', false, cell.connections) : undefined;
       const persisted = isService(cell.target) ? find(cells, 'persisted', false, cell.connections) : undefined;
       return [
-        LABELS[cell.target],
+        labelOf(cell, cells),
         cell.mode ?? '-',
         String(cell.connections),
         rps(cell),
@@ -212,7 +293,7 @@ function streamingTable(cells: CellResult[]): Table {
       const direct = cell.target === 'direct' ? undefined : find(cells, 'direct', true, cell.connections);
       const first = result.firstPiece;
       return [
-        LABELS[cell.target],
+        labelOf(cell, cells),
         String(cell.connections),
         rps(cell),
         ms(first?.p50),
@@ -251,6 +332,7 @@ function cpuColumns(cell: CellResult): string[] {
 const rps = (cell: CellResult) => `${cell.noisy ? '~' : ''}${cell.result.rps.toFixed(0)}`;
 const signed = (value: number) => `${value >= 0 ? '+' : ''}${value.toFixed(2)}`;
 const percent = (ratio: number) => `${(100 * ratio).toFixed(0)}%`;
+const ratio = (value: number) => (Number.isFinite(value) ? `${value.toFixed(2)}x` : '-');
 const errors = (cell: CellResult) => (cell.flagged ? `${cell.result.errors} !!` : '0');
 
 function profileLines(profile: SelfTimeReport): string[] {
@@ -275,7 +357,7 @@ function noisyLine(cells: CellResult[]): string[] {
 function errorLines(cells: CellResult[]): string[] {
   return cells
     .filter((cell) => cell.flagged)
-    .map((cell) => `${LABELS[cell.target]}${cell.workers ? ` ${cell.workers} workers` : ''} ${cell.mode ?? ''} ${cell.stream ? 'stream ' : ''}c=${cell.connections}: ${cell.result.errors} errors, e.g. ${cell.result.errorSamples.join(' | ')}`);
+    .map((cell) => `${labelOf(cell, cells)}${cell.workers ? ` ${cell.workers} workers` : ''} ${cell.mode ?? ''} ${cell.stream ? 'stream ' : ''}c=${cell.connections}: ${cell.result.errors} errors, e.g. ${cell.result.errorSamples.join(' | ')}`);
 }
 
 /** The readable report printed on stdout. */
@@ -287,6 +369,8 @@ export function renderText(report: BenchReport): string {
     parts.push('', 'Non-streaming (latency in ms; vs = req/s ratio at the same connections; +p50 = added over direct; cores used during the cell)', textTable(nonStreamingTable(cells)));
   }
   if (cells.some((cell) => cell.stream)) parts.push('', 'Streaming (first = first content piece, total = whole stream; ms)', textTable(streamingTable(cells)));
+  const apis = apiSection(report.cells);
+  if (apis) parts.push('', ...sectionText(apis));
   for (const section of scenarioSections(report)) parts.push('', ...sectionText(section));
   if (report.goals.length > 0) parts.push('', 'Goals', ...report.goals);
   const problems = errorLines(report.cells);
@@ -310,6 +394,8 @@ export function renderMarkdown(report: BenchReport): string {
   const cells = throughputCells(report.cells);
   if (cells.some((cell) => !cell.stream)) parts.push('', '## Non-streaming', '', markdownTable(nonStreamingTable(cells)));
   if (cells.some((cell) => cell.stream)) parts.push('', '## Streaming', '', markdownTable(streamingTable(cells)));
+  const apis = apiSection(report.cells);
+  if (apis) parts.push('', ...sectionMarkdown(apis));
   for (const section of scenarioSections(report)) parts.push('', ...sectionMarkdown(section));
   if (report.goals.length > 0) parts.push('', '## Goals', '', ...report.goals.map((goal) => `- ${goal}`));
   const problems = errorLines(report.cells);
