@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { chatBodies } from './bench/chat-body.js';
 import { benchProcesses, freePort, startChild, type RunningChild } from './bench/child-process.js';
 import { addCleanup, runCleanups } from './bench/cleanup.js';
-import { readSelfTime, type SelfTimeReport } from './bench/cpu-profile.js';
+import { compareSelfTime, readSelfTime, type SelfTimeComparison, type SelfTimeReport } from './bench/cpu-profile.js';
 import { postgresPids, waitForQuiet, watchCpu, type CpuUsage } from './bench/cpu-usage.js';
 import { jsonExchange, responsesExchange, responsesStreamExchange, runLoad, streamExchange, type Exchange } from './bench/load.js';
 import { BENCH_USAGE, parseBenchOptions, type Api, type BenchOptions, type SessionMode, type Target } from './bench/options.js';
@@ -24,7 +24,15 @@ const watched = () => ({ ...benchProcesses(), postgres: postgresPids() });
 const ROOT = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
 
 /** What a run has gathered so far. */
-type Run = { options: BenchOptions; stamp: string; tmp: string; cells: CellResult[]; notes: string[]; profile: SelfTimeReport[] };
+type Run = {
+  options: BenchOptions;
+  stamp: string;
+  tmp: string;
+  cells: CellResult[];
+  notes: string[];
+  profile: SelfTimeReport[];
+  profileComparison: SelfTimeComparison[];
+};
 
 /** A measured window (monotonic µs), with the API and the requests measured in it. */
 type Window = { api: Api; us: [number, number]; turns: number };
@@ -38,7 +46,7 @@ async function main(): Promise<void> {
   const machine = describeMachine(ROOT);
   const tmp = await mkdtemp(join(tmpdir(), 'svc-bench-'));
   addCleanup(() => rm(tmp, { recursive: true, force: true }));
-  const run: Run = { options, stamp, tmp, cells: [], notes: [], profile: [] };
+  const run: Run = { options, stamp, tmp, cells: [], notes: [], profile: [], profileComparison: [] };
 
   const llm = await startChild({
     name: 'fake LLM',
@@ -75,6 +83,7 @@ async function main(): Promise<void> {
     goals: checkGoals(run.cells),
     notes: run.notes,
     ...(run.profile.length > 0 ? { profile: run.profile } : {}),
+    ...(run.profileComparison.length > 0 ? { profileComparison: run.profileComparison } : {}),
     ...(sessionMemory ? { sessionMemory } : {}),
     ...(recall ? { recall } : {}),
   };
@@ -163,10 +172,26 @@ async function benchService(run: Run, target: 'pglite' | 'pg', llmUrl: string, d
   const windows = await measureTarget(run, target, service.url, run.options.modes, apis, workers === undefined && run.options.stream, workers);
   await stopChecked(run, service);
   if (!run.options.profile) return;
-  // Threads that were idle all along (tsx's module loader) are left out.
-  const threads = await readSelfTime(profileDir, ROOT, windows.map((window) => window.us));
-  run.profile.push(...threads.filter((thread) => thread.totalMs - thread.idleMs > 0.05 * thread.totalMs));
+  // With several APIs, each API's cells are ranked apart: one service process served them all.
+  const byApi = apis.map((api) => ({ api, windows: windows.filter((window) => window.api === api) }));
+  const ranked = await Promise.all(
+    byApi.map(async ({ api, windows: own }) => {
+      const threads = await readSelfTime(profileDir, ROOT, own.map((window) => window.us), Number.POSITIVE_INFINITY);
+      const turns = own.reduce((sum, window) => sum + window.turns, 0);
+      // Threads that were idle all along (tsx's module loader) are left out.
+      return threads.filter((thread) => thread.totalMs - thread.idleMs > 0.05 * thread.totalMs).map((thread) => ({ ...thread, ...(apis.length > 1 ? { api } : {}), turns }));
+    }),
+  );
+  const [chat, responses] = [ranked[apis.indexOf('chat')], ranked[apis.indexOf('responses')]];
+  for (const thread of responses ?? []) {
+    const base = chat?.find((other) => other.file === thread.file);
+    if (base) run.profileComparison.push(compareSelfTime(base, thread, PROFILE_ROWS));
+  }
+  run.profile.push(...ranked.flat().map((thread) => ({ ...thread, functions: thread.functions.slice(0, PROFILE_ROWS), modules: thread.modules.slice(0, PROFILE_ROWS) })));
 }
+
+/** Lines of each profile ranking and comparison in the report. */
+const PROFILE_ROWS = 25;
 
 /**
  * Measures a target at each concurrency (and session mode), through each API one after the

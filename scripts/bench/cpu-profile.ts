@@ -1,5 +1,6 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { Api } from './options.js';
 
 type CallFrame = { functionName: string; url: string; lineNumber: number; columnNumber: number };
 type ProfileNode = { id: number; callFrame: CallFrame };
@@ -20,6 +21,23 @@ export type SelfTimeReport = {
   /** Percent of the busy (non-idle) time. */
   functions: SelfTimeEntry[];
   modules: SelfTimeEntry[];
+  /** The API of the cells whose windows were ranked, when the process served several. */
+  api?: Api;
+  /** Requests answered in the ranked windows: self time divided by it is CPU time a turn. */
+  turns?: number;
+};
+
+/** One function's or package's self time a turn in two profiles of one thread, in µs. */
+export type SelfTimeDelta = { name: string; where: string; baseUs: number; otherUs: number };
+
+/** Where a thread spends its CPU a turn in one set of cells (base) against another (other). */
+export type SelfTimeComparison = {
+  file: string;
+  base: { api?: Api; turns: number; busyUsPerTurn: number };
+  other: { api?: Api; turns: number; busyUsPerTurn: number };
+  /** The functions whose self time a turn grew most from base to other (most negative last). */
+  functions: SelfTimeDelta[];
+  modules: SelfTimeDelta[];
 };
 
 /**
@@ -90,4 +108,34 @@ function moduleOf(frame: CallFrame, root: string): string {
   if (packaged) return packaged[1]!;
   if (path.startsWith('node:')) return path.split('/').slice(0, 2).join('/');
   return path;
+}
+
+/**
+ * Compares two rankings of one thread (e.g. chat cells against Responses API cells) per turn:
+ * the `limit` functions and packages whose self time a turn differs most, largest growth
+ * first. The rankings should be complete (read with an unbounded `limit`), or an entry
+ * missing from one side counts as zero there.
+ */
+export function compareSelfTime(base: SelfTimeReport, other: SelfTimeReport, limit: number): SelfTimeComparison {
+  const baseTurns = base.turns ?? 0;
+  const otherTurns = other.turns ?? 0;
+  const perTurn = (ms: number, turns: number) => (turns > 0 ? (1000 * ms) / turns : 0);
+  const deltas = (a: SelfTimeEntry[], b: SelfTimeEntry[]): SelfTimeDelta[] => {
+    const byKey = new Map<string, SelfTimeDelta>();
+    const entry = (e: SelfTimeEntry) => byKey.get(`${e.name}|${e.where}`) ?? { name: e.name, where: e.where, baseUs: 0, otherUs: 0 };
+    for (const e of a) byKey.set(`${e.name}|${e.where}`, { ...entry(e), baseUs: perTurn(e.ms, baseTurns) });
+    for (const e of b) byKey.set(`${e.name}|${e.where}`, { ...entry(e), otherUs: perTurn(e.ms, otherTurns) });
+    const ranked = [...byKey.values()].sort((x, y) => y.otherUs - y.baseUs - (x.otherUs - x.baseUs));
+    const grown = ranked.slice(0, limit - Math.floor(limit / 5));
+    const shrunk = ranked.slice(grown.length).slice(-Math.floor(limit / 5));
+    return [...grown, ...shrunk];
+  };
+  const side = (report: SelfTimeReport, turns: number) => ({ ...(report.api ? { api: report.api } : {}), turns, busyUsPerTurn: perTurn(report.totalMs - report.idleMs, turns) });
+  return {
+    file: other.file,
+    base: side(base, baseTurns),
+    other: side(other, otherTurns),
+    functions: deltas(base.functions, other.functions),
+    modules: deltas(base.modules, other.modules),
+  };
 }

@@ -68,7 +68,8 @@ export const BENCH_USAGE = `Usage: npm run bench -- [options]
   --apis LIST            of chat,responses: the APIs of the pglite and pg cells (default chat); a responses client
                          chains its turns with previous_response_id (session, pooled) or sends none (new)
   --no-stream            skip the streaming cells
-  --profile              CPU-profile the service; alone it means --targets pglite --modes session --concurrency 32 --no-stream
+  --profile              CPU-profile the service (each API apart); alone it means --targets pglite --modes session
+                         --concurrency 32 --no-stream
   --quiet-wait S         before each cell, wait up to S seconds for other processes + steal to take < 0.2 cores (default 60; 0: don't)
   --db-url URL           PostgreSQL server for the persisted and pg targets, the workers and recall scenarios (default $BENCH_DB_URL or postgres://postgres@127.0.0.1:5432/test)
 workers:

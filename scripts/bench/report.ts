@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, platform, release, totalmem } from 'node:os';
 import { join } from 'node:path';
-import type { SelfTimeReport } from './cpu-profile.js';
+import type { SelfTimeComparison, SelfTimeReport } from './cpu-profile.js';
 import type { CpuUsage } from './cpu-usage.js';
 import type { LoadResult } from './load.js';
 import type { Api, BenchOptions, SessionMode, Target } from './options.js';
@@ -40,6 +40,8 @@ export type BenchReport = {
   goals: string[];
   notes: string[];
   profile?: SelfTimeReport[];
+  /** Per thread of a service profiled through both APIs: where a Responses API turn spends its CPU against a chat turn. */
+  profileComparison?: SelfTimeComparison[];
   sessionMemory?: SessionMemoryReport;
   recall?: RecallReport;
 };
@@ -337,14 +339,32 @@ const errors = (cell: CellResult) => (cell.flagged ? `${cell.result.errors} !!` 
 
 function profileLines(profile: SelfTimeReport): string[] {
   const busy = profile.totalMs - profile.idleMs;
+  const cells = profile.api ? ` (${profile.api} cells)` : '';
+  const perTurn = profile.turns ? `, ${profile.turns} turns, busy ${((1000 * busy) / profile.turns).toFixed(0)} µs a turn` : '';
   return [
-    `${profile.file}: ${profile.windowed ? 'measured window only' : 'whole process life (start-up included)'}, sampled ${profile.totalMs.toFixed(0)} ms, idle ${profile.idleMs.toFixed(0)} ms, busy ${busy.toFixed(0)} ms`,
+    `${profile.file}${cells}: ${profile.windowed ? 'measured window only' : 'whole process life (start-up included)'}, sampled ${profile.totalMs.toFixed(0)} ms, idle ${profile.idleMs.toFixed(0)} ms, busy ${busy.toFixed(0)} ms${perTurn}`,
     '',
     'self ms   %busy  function  file:line:column (of the transpiled code: tsx puts each project file on one line)',
     ...profile.functions.map((e) => `${e.ms.toFixed(0).padStart(7)}  ${e.percent.toFixed(1).padStart(5)}%  ${e.name}  ${e.where}`),
     '',
     'self ms   %busy  package / file',
     ...profile.modules.map((e) => `${e.ms.toFixed(0).padStart(7)}  ${e.percent.toFixed(1).padStart(5)}%  ${e.name}`),
+  ];
+}
+
+function comparisonLines(comparison: SelfTimeComparison): string[] {
+  const { base, other } = comparison;
+  const row = (e: SelfTimeComparison['functions'][number]) =>
+    `${e.baseUs.toFixed(1).padStart(8)} ${e.otherUs.toFixed(1).padStart(9)} ${signed(e.otherUs - e.baseUs).padStart(8)}  ${e.name}${e.where ? `  ${e.where}` : ''}`;
+  const head = `${(base.api ?? 'base').padStart(8)} ${(other.api ?? 'other').padStart(9)} ${'delta'.padStart(8)}`;
+  return [
+    `${comparison.file}: busy ${base.busyUsPerTurn.toFixed(0)} µs a turn (${base.api}, ${base.turns} turns) against ${other.busyUsPerTurn.toFixed(0)} µs (${other.api}, ${other.turns} turns), ${signed(other.busyUsPerTurn - base.busyUsPerTurn)} µs`,
+    '',
+    `${head}  self µs a turn by function, largest growth first, then the largest falls`,
+    ...comparison.functions.map(row),
+    '',
+    `${head}  self µs a turn by package / file`,
+    ...comparison.modules.map(row),
   ];
 }
 
@@ -378,6 +398,7 @@ export function renderText(report: BenchReport): string {
   const notes = [...noisyLine(report.cells), ...report.notes];
   if (notes.length > 0) parts.push('', 'Notes', ...notes);
   for (const profile of report.profile ?? []) parts.push('', 'CPU profile of the service', ...profileLines(profile));
+  for (const comparison of report.profileComparison ?? []) parts.push('', 'CPU profile: a Responses API turn against a chat turn', ...comparisonLines(comparison));
   return parts.join('\n');
 }
 
@@ -403,6 +424,9 @@ export function renderMarkdown(report: BenchReport): string {
   const notes = [...noisyLine(report.cells), ...report.notes];
   if (notes.length > 0) parts.push('', '## Notes', '', ...notes.map((note) => `- ${note}`));
   for (const profile of report.profile ?? []) parts.push('', '## CPU profile of the service', '', '```', ...profileLines(profile), '```');
+  for (const comparison of report.profileComparison ?? []) {
+    parts.push('', '## CPU profile: a Responses API turn against a chat turn', '', '```', ...comparisonLines(comparison), '```');
+  }
   return `${parts.join('\n')}\n`;
 }
 
