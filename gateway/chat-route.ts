@@ -1,6 +1,6 @@
 import type { Request, RequestHandler, Response } from 'express';
 import type { ToolCallDelta } from '../runtime/llm/llm-client.js';
-import type { Supervisor, TurnHandlers, TurnRequest } from '../runtime/sessions/supervisor.js';
+import type { Supervisor, ToolActivity, TurnHandlers, TurnRequest } from '../runtime/sessions/supervisor.js';
 import { actingUser } from './api-keys.js';
 import { checkIdentifier, parseChatRequest, type ChatRequest } from './chat-request.js';
 import { ChunkFormatter, completionBody, newCompletionId, unixNow } from './completion-format.js';
@@ -104,8 +104,8 @@ async function streamTurn(supervisor: Supervisor, turn: TurnRequest, request: Ch
   }
 }
 
-/** What a streamed turn sends: its opening (once, before anything else), then its pieces. */
-export type TurnStream = { open(): void; content(piece: string): void; toolCall(delta: ToolCallDelta): void };
+/** What a streamed turn sends: its opening (once, before anything else), then its pieces (and, if it shows them, the service's tool calls). */
+export type TurnStream = { open(): void; content(piece: string): void; toolCall(delta: ToolCallDelta): void; toolActivity?(activity: ToolActivity): void };
 
 /**
  * The handlers of a streamed turn (chat completions and the Responses API). The stream
@@ -134,5 +134,12 @@ export function streamingHandlers(sse: SseWriter, res: Response, signal: AbortSi
       sse.heartbeat();
     },
   };
+  const { toolActivity } = stream;
+  if (toolActivity) {
+    handlers.onToolActivity = (activity) => {
+      begin();
+      toolActivity.call(stream, activity);
+    };
+  }
   return { handlers, begin };
 }

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import type { Usage } from '../runtime/chat-types.js';
-import type { TurnOutcome } from '../runtime/sessions/supervisor.js';
+import type { ToolCall, Usage } from '../runtime/chat-types.js';
+import type { TurnOutcome, TurnStep } from '../runtime/sessions/supervisor.js';
+import type { ToolCallResult } from '../runtime/tools/tool-runner.js';
 import type { ResponsesRequest } from './responses-request.js';
 
 /** An id of the Responses API: its prefix (`resp`, `msg`, `fc`) and 48 random hexadecimal characters. */
@@ -8,16 +9,14 @@ export function newItemId(prefix: string): string {
   return `${prefix}_${randomBytes(24).toString('hex')}`;
 }
 
-/** The ids of a turn's output items: its message's, and each client function call's by its index. */
-export type OutputIds = { message: () => string; call: (index: number) => string };
+/**
+ * The ids of a turn's output items: its message items' by their order, its `mcp_call` items'
+ * by the call's id, and each client function call's by its index.
+ */
+export type OutputIds = { message: (index: number) => string; mcpCall: (callId: string) => string; call: (index: number) => string };
 
 /** Fresh ids for every output item. */
-export const NEW_OUTPUT_IDS: OutputIds = { message: () => newItemId('msg'), call: () => newItemId('fc') };
-
-/** True when a turn's output has a message item: it has text, or nothing else to show. */
-export function hasMessageItem(outcome: Pick<TurnOutcome, 'content' | 'toolCalls'>): boolean {
-  return outcome.content !== '' || outcome.toolCalls.length === 0;
-}
+export const NEW_OUTPUT_IDS: OutputIds = { message: () => newItemId('msg'), mcpCall: () => newItemId('mcp'), call: () => newItemId('fc') };
 
 /** An assistant message item with one `output_text` part. */
 export function messageItem(id: string, text: string, status: 'in_progress' | 'completed') {
@@ -34,12 +33,37 @@ export function functionCallItem(id: string, call: { id: string; name: string; a
   return { id, type: 'function_call', status, call_id: call.id, name: call.name, arguments: call.arguments };
 }
 
-/** Output items of a finished turn: the assistant message, then the calls of the client's tools. */
-export function outputItems(outcome: TurnOutcome, ids: OutputIds = NEW_OUTPUT_IDS): Array<Record<string, unknown>> {
-  const items: Array<Record<string, unknown>> = [];
-  if (hasMessageItem(outcome)) items.push(messageItem(ids.message(), outcome.content, 'completed'));
+/**
+ * An `mcp_call` item of a call of the service's own tools: the server's label and the
+ * tool's name there (the called name and an empty label when no tool has it), and the output
+ * or, when the call failed, the error.
+ */
+export function mcpCallItem(id: string, call: ToolCall, result?: ToolCallResult) {
+  const source = result?.source;
+  const where = { server_label: source?.server ?? '', name: source?.tool ?? call.function.name };
+  if (!result) return { id, type: 'mcp_call', status: 'in_progress', ...where, arguments: '', output: null, error: null };
+  const status = result.isError ? 'failed' : 'completed';
+  return { id, type: 'mcp_call', status, ...where, arguments: call.function.arguments, output: result.isError ? null : result.content, error: result.isError ? result.content : null };
+}
+
+/**
+ * Output items of a turn, in the order it made them: a message for each LLM round's text and
+ * an `mcp_call` for each call of the service's tools (`stepItems`), then the calls of the
+ * client's tools. A turn with no text and no client call still has one (empty) message.
+ */
+export function outputItems(outcome: Pick<TurnOutcome, 'steps' | 'toolCalls'>, ids: OutputIds = NEW_OUTPUT_IDS): Array<Record<string, unknown>> {
+  const items = stepItems(outcome.steps, ids);
+  if (!items.some((item) => item.type === 'message') && outcome.toolCalls.length === 0) items.push(messageItem(ids.message(0), '', 'completed'));
   outcome.toolCalls.forEach((call, index) => items.push(functionCallItem(ids.call(index), { id: call.id, ...call.function }, 'completed')));
   return items;
+}
+
+/** The items of a turn's steps: a message for each text, an `mcp_call` for each call of the service's tools. */
+export function stepItems(steps: readonly TurnStep[], ids: OutputIds = NEW_OUTPUT_IDS): Array<Record<string, unknown>> {
+  let messages = 0;
+  return steps.map((step) =>
+    step.type === 'text' ? messageItem(ids.message(messages++), step.text, 'completed') : mcpCallItem(ids.mcpCall(step.call.id), step.call, step.result),
+  );
 }
 
 /** The Responses API's usage from the LLM server's token counts. */

@@ -25,7 +25,14 @@ const FunctionCallOutputItem = z.looseObject({
   output: z.union([z.string(), z.array(TextPart)]),
 });
 
-const InputItem = z.union([MessageItem, FunctionCallItem, FunctionCallOutputItem]);
+/**
+ * Items a client sends back from earlier output that hold no dialogue: the service's own tool
+ * calls (`mcp_call`, `mcp_list_tools`) and reasoning. They are kept with the input and, like
+ * the service's tool activity in the transcript, left out of the context.
+ */
+const ActivityItem = z.looseObject({ type: z.enum(['mcp_call', 'mcp_list_tools', 'reasoning']) });
+
+const InputItem = z.union([MessageItem, FunctionCallItem, FunctionCallOutputItem, ActivityItem]);
 
 const FunctionTool = z.object({
   type: z.literal('function'),
@@ -97,19 +104,25 @@ export function inputMessages(request: ResponsesRequest): ChatMessage[] {
   return typeof request.input === 'string' ? [{ role: 'user', content: request.input }] : itemsAsMessages(request.input);
 }
 
-/** Input items (or output items of that shape) as chat messages; the function calls of one round go in one assistant message. */
+/**
+ * Input items (or output items of that shape) as chat messages. As in a chat completion, an
+ * assistant's text and the function calls that follow it are one assistant message, and the
+ * texts of one answer split by the service's tool calls are joined again.
+ */
 export function itemsAsMessages(items: readonly InputItem[]): ChatMessage[] {
   const messages: ChatMessage[] = [];
   for (const item of items) {
+    const last = messages.at(-1);
     if (item.type === 'function_call') {
       const call = { id: item.call_id, type: 'function' as const, function: { name: item.name, arguments: item.arguments } };
-      const last = messages.at(-1);
-      if (last?.role === 'assistant' && last.tool_calls) last.tool_calls.push(call);
+      if (last?.role === 'assistant') last.tool_calls = [...(last.tool_calls ?? []), call];
       else messages.push({ role: 'assistant', content: null, tool_calls: [call] });
     } else if (item.type === 'function_call_output') {
       messages.push({ role: 'tool', tool_call_id: item.call_id, content: textOf(item.output) });
-    } else {
-      messages.push({ role: item.role, content: textOf(item.content) } as ChatMessage);
+    } else if (item.type === undefined || item.type === 'message') {
+      const text = textOf(item.content);
+      if (item.role === 'assistant' && last?.role === 'assistant' && !last.tool_calls) last.content = `${typeof last.content === 'string' ? last.content : ''}${text}`;
+      else messages.push({ role: item.role, content: text } as ChatMessage);
     }
   }
   return messages;
@@ -135,6 +148,7 @@ export function inputItemRecords(request: ResponsesRequest, newId: (prefix: stri
   return items.map((item): InputItemRecord => {
     if (item.type === 'function_call') return { id: newId('fc'), ...item, type: 'function_call', status: 'completed' };
     if (item.type === 'function_call_output') return { id: newId('fco'), ...item, type: 'function_call_output', status: 'completed' };
+    if (item.type !== undefined && item.type !== 'message') return { id: newId(item.type === 'reasoning' ? 'rs' : 'mcp'), ...item, type: item.type };
     const partType = item.role === 'assistant' ? 'output_text' : 'input_text';
     const content = typeof item.content === 'string' ? [{ type: partType, text: item.content }] : item.content;
     return { id: newId('msg'), type: 'message', role: item.role, content, status: 'completed' };

@@ -6,7 +6,7 @@ import type { Supervisor, TurnRequest } from '../runtime/sessions/supervisor.js'
 import { actingUser } from './api-keys.js';
 import { checkIdentifier } from './chat-request.js';
 import { admitTurn, streamingHandlers, type ChatRouteDeps } from './chat-route.js';
-import { newItemId, outputItems, responseBody, responseUsage, type ResponseFrame } from './responses-format.js';
+import { newItemId, outputItems, responseBody, responseUsage, stepItems, type ResponseFrame } from './responses-format.js';
 import { ResponseEventStream } from './responses-stream.js';
 import { SseWriter } from './sse-writer.js';
 import { toServiceError } from './error-handler.js';
@@ -70,7 +70,7 @@ export function createResponsesRouter(deps: ResponsesRouterDeps): Router {
     const outcome = await deps.supervisor.runTurn(turn, { signal, onSessionReady: (sessionId) => res.set('X-Session-ID', sessionId) });
     if (signal.aborted) return;
     const body = outcome.failure
-      ? responseBody(frame, { status: 'failed', output: [], error: { code: 'server_error', message: outcome.failure.message } })
+      ? responseBody(frame, { status: 'failed', output: stepItems(outcome.steps), error: { code: 'server_error', message: outcome.failure.message } })
       : responseBody(frame, { status: 'completed', output: outputItems(outcome), usage: responseUsage(outcome.usage) });
     await keep(body, outcome.sessionId, outcome.historyHash);
     res.json(body);
@@ -111,6 +111,7 @@ async function streamResponse(
     open: () => events.begin(),
     content: (piece) => events.text(piece),
     toolCall: (delta) => events.toolCall(delta),
+    toolActivity: (activity) => events.toolActivity(activity),
   });
   try {
     const outcome = await supervisor.runTurn(turn, handlers);

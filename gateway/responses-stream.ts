@@ -1,14 +1,15 @@
 import type { ToolCallDelta } from '../runtime/llm/llm-client.js';
-import type { TurnOutcome } from '../runtime/sessions/supervisor.js';
+import type { ToolActivity, TurnOutcome } from '../runtime/sessions/supervisor.js';
 import {
   functionCallItem,
-  hasMessageItem,
+  mcpCallItem,
   messageItem,
   newItemId,
   outputItems,
   outputTextPart,
   responseBody,
   responseUsage,
+  type OutputIds,
   type ResponseFrame,
 } from './responses-format.js';
 import type { SseWriter } from './sse-writer.js';
@@ -19,19 +20,28 @@ type ResponseObject = ReturnType<typeof responseBody>;
 /** A client function call as it streams in. */
 type StreamedCall = { itemId: string; outputIndex: number; id: string; name: string; arguments: string };
 
+/** A streamed message item. */
+type StreamedMessage = { itemId: string; outputIndex: number; text: string; open: boolean };
+
 /**
  * The semantic events of one streamed response, each with the next `sequence_number`:
- * `response.created` and `response.in_progress`; the message item (`output_item.added`,
+ * `response.created` and `response.in_progress`; each message item (`output_item.added`,
  * `content_part.added`, an `output_text.delta` per piece, `output_text.done`,
- * `content_part.done`, `output_item.done`); each client function call (`output_item.added`,
- * `function_call_arguments.delta` and `.done`, `output_item.done`); then
- * `response.completed`, or `response.failed` with the error.
+ * `content_part.done`, `output_item.done`); each call of the service's tools
+ * (`output_item.added`, `mcp_call.in_progress`, `mcp_call_arguments.delta` and `.done`,
+ * `mcp_call.completed` or `.failed`, `output_item.done`); each client function call
+ * (`output_item.added`, `function_call_arguments.delta` and `.done`, `output_item.done`);
+ * then `response.completed`, or `response.failed` with the error. A tool call ends the
+ * message before it: the next round's text is a message of its own.
  */
 export class ResponseEventStream {
   private sequence = 0;
   private outputs = 0;
-  private message: { itemId: string; outputIndex: number; text: string; open: boolean } | undefined;
+  private readonly messages: StreamedMessage[] = [];
+  private readonly mcpCalls = new Map<string, { itemId: string; outputIndex: number }>();
   private readonly calls = new Map<number, StreamedCall>();
+  /** The finished items by output index: what a failed response shows. */
+  private readonly finished = new Map<number, Record<string, unknown>>();
 
   constructor(
     private readonly sse: SseWriter,
@@ -49,6 +59,26 @@ export class ResponseEventStream {
     const message = this.openMessage();
     message.text += piece;
     this.emit('response.output_text.delta', { item_id: message.itemId, output_index: message.outputIndex, content_index: 0, delta: piece, logprobs: [] });
+  }
+
+  toolActivity(activity: ToolActivity): void {
+    const { call } = activity;
+    if (activity.phase === 'started') {
+      this.closeMessage();
+      const item = { itemId: newItemId('mcp'), outputIndex: this.outputs++ };
+      this.mcpCalls.set(call.id, item);
+      const where = { item_id: item.itemId, output_index: item.outputIndex };
+      this.emit('response.output_item.added', { output_index: item.outputIndex, item: mcpCallItem(item.itemId, call) });
+      this.emit('response.mcp_call.in_progress', where);
+      if (call.function.arguments !== '') this.emit('response.mcp_call_arguments.delta', { ...where, delta: call.function.arguments });
+      this.emit('response.mcp_call_arguments.done', { ...where, arguments: call.function.arguments });
+      return;
+    }
+    const item = this.mcpCalls.get(call.id);
+    if (!item) return;
+    const done = mcpCallItem(item.itemId, call, activity.result);
+    this.emit(done.status === 'failed' ? 'response.mcp_call.failed' : 'response.mcp_call.completed', { item_id: item.itemId, output_index: item.outputIndex });
+    this.itemDone(item.outputIndex, done);
   }
 
   toolCall(delta: ToolCallDelta): void {
@@ -72,7 +102,8 @@ export class ResponseEventStream {
   close(outcome: TurnOutcome): ResponseObject {
     this.closeMessage();
     if (outcome.failure) return this.failedBody(outcome.failure.message);
-    if (hasMessageItem(outcome) && !this.message) {
+    // A turn with nothing else to show has an empty message (as outputItems makes it).
+    if (this.messages.length === 0 && outcome.toolCalls.length === 0) {
       this.openMessage();
       this.closeMessage();
     }
@@ -83,9 +114,13 @@ export class ResponseEventStream {
       if (!call) continue;
       const item = functionCallItem(call.itemId, { id: final.id, ...final.function }, 'completed');
       this.emit('response.function_call_arguments.done', { item_id: call.itemId, output_index: call.outputIndex, name: final.function.name, arguments: final.function.arguments });
-      this.emit('response.output_item.done', { output_index: call.outputIndex, item });
+      this.itemDone(call.outputIndex, item);
     }
-    const ids = { message: () => this.message?.itemId ?? newItemId('msg'), call: (index: number) => callOf(index)?.itemId ?? newItemId('fc') };
+    const ids: OutputIds = {
+      message: (index) => this.messages[index]?.itemId ?? newItemId('msg'),
+      mcpCall: (callId) => this.mcpCalls.get(callId)?.itemId ?? newItemId('mcp'),
+      call: (index) => callOf(index)?.itemId ?? newItemId('fc'),
+    };
     return responseBody(this.frame, { status: 'completed', output: outputItems(outcome, ids), usage: responseUsage(outcome.usage) });
   }
 
@@ -101,28 +136,35 @@ export class ResponseEventStream {
     this.end(this.failedBody(message));
   }
 
+  /** A failed response: its output is what finished before the failure. */
   private failedBody(message: string): ResponseObject {
-    const output = this.message ? [messageItem(this.message.itemId, this.message.text, 'completed')] : [];
+    const output = [...this.finished.entries()].sort(([a], [b]) => a - b).map(([, item]) => item);
     return responseBody(this.frame, { status: 'failed', output, error: { code: 'server_error', message } });
   }
 
-  private openMessage() {
-    if (this.message) return this.message;
+  private openMessage(): StreamedMessage {
+    const last = this.messages.at(-1);
+    if (last?.open) return last;
     const message = { itemId: newItemId('msg'), outputIndex: this.outputs++, text: '', open: true };
-    this.message = message;
+    this.messages.push(message);
     this.emit('response.output_item.added', { output_index: message.outputIndex, item: messageItem(message.itemId, '', 'in_progress') });
     this.emit('response.content_part.added', { item_id: message.itemId, output_index: message.outputIndex, content_index: 0, part: outputTextPart('') });
     return message;
   }
 
   private closeMessage(): void {
-    const message = this.message;
+    const message = this.messages.at(-1);
     if (!message?.open) return;
     message.open = false;
     const where = { item_id: message.itemId, output_index: message.outputIndex, content_index: 0 };
     this.emit('response.output_text.done', { ...where, text: message.text, logprobs: [] });
     this.emit('response.content_part.done', { ...where, part: outputTextPart(message.text) });
-    this.emit('response.output_item.done', { output_index: message.outputIndex, item: messageItem(message.itemId, message.text, 'completed') });
+    this.itemDone(message.outputIndex, messageItem(message.itemId, message.text, 'completed'));
+  }
+
+  private itemDone(outputIndex: number, item: Record<string, unknown>): void {
+    this.finished.set(outputIndex, item);
+    this.emit('response.output_item.done', { output_index: outputIndex, item });
   }
 
   private emit(type: string, fields: Record<string, unknown>): void {

@@ -5,7 +5,7 @@ import type { LongTermMemory } from '../memory/long-term-memory.js';
 import type { EventBus } from '../observability/event-bus.js';
 import type { TransitionRecord } from '../ports.js';
 import { isServiceError, ServiceError } from '../service-error.js';
-import type { ToolRunner } from '../tools/tool-runner.js';
+import type { ToolCallResult, ToolRunner } from '../tools/tool-runner.js';
 import type { ActorCache, SessionActor } from './actor-cache.js';
 import { foldHistoryHash, textOf, toTurn, type Turn } from './conversation-history.js';
 import type { SessionLeases } from './session-leases.js';
@@ -19,6 +19,7 @@ import {
   type TurnOutcome,
   type TurnPlan,
   type TurnRequest,
+  type TurnStep,
 } from './turn-types.js';
 
 /** What running turns needs. */
@@ -49,6 +50,8 @@ type ActiveTurn = {
   transitionLog: TransitionRecord[];
   /** Everything streamed to the client so far, separators included. */
   streamed: string;
+  /** The results of the service's own tool calls, by call id. */
+  toolResults: Map<string, ToolCallResult>;
 };
 
 /** Between the texts of the LLM rounds of one turn (before and after tool calls). */
@@ -120,6 +123,7 @@ export class TurnRunner {
       needsSeparator: false,
       transitionLog: [],
       streamed: '',
+      toolResults: new Map(),
     };
     this.activeTurns.set(sessionId, turn);
     try {
@@ -246,8 +250,16 @@ export class TurnRunner {
     const scope = { userId: turn.userId, sessionId: input.sessionId, signal };
     const onHeartbeat = turn.handlers.onHeartbeat;
     const heartbeat = onHeartbeat ? setInterval(onHeartbeat, this.deps.settings.heartbeatMs) : undefined;
+    const onActivity = turn.handlers.onToolActivity;
+    const run = async (call: ToolCall) => {
+      onActivity?.({ phase: 'started', call });
+      const result = await this.deps.tools.call(call, scope);
+      turn.toolResults.set(call.id, result);
+      onActivity?.({ phase: 'finished', call, result });
+      return result;
+    };
     try {
-      return await Promise.all(input.toolCalls.map((call) => this.deps.tools.call(call, scope)));
+      return await Promise.all(input.toolCalls.map(run));
     } catch (error) {
       if (isServiceError(error) && error.code === 'TOOL_AUTH_REQUIRED') turn.authError = error;
       throw error;
@@ -270,6 +282,7 @@ export class TurnRunner {
   ): Omit<TurnOutcome, 'historyHash'> {
     const streaming = Boolean(turn.handlers.onContent);
     const texts = produced.filter((message) => message.role === 'assistant').map(textOf).filter((text) => text !== '');
+    const steps = stepsOf(produced, turn.toolResults);
     if (failure) {
       // A streaming client saw the failed round's partial text, then the error: that is the reply.
       // (With failures answered as HTTP errors, the gateway ends the stream with an error event.)
@@ -282,6 +295,7 @@ export class TurnRunner {
         usage: null,
         failure,
         cancelled,
+        steps,
       };
     }
     const toolCalls = turn.clientToolCalls;
@@ -293,6 +307,7 @@ export class TurnRunner {
       usage: reply?.usage ?? null,
       failure: null,
       cancelled,
+      steps,
     };
   }
 
@@ -366,6 +381,29 @@ function toolTurns(produced: ChatMessage[], clientCalls: ToolCall[]): Turn[] {
     }
   }
   return [...turns, ...clientCalls.map(callTurn)];
+}
+
+/**
+ * A turn's steps from the messages its LLM rounds produced: each round's text (after the
+ * first, led by the round separator, as it was streamed) and each of its calls of the
+ * service's tools with the result. A call with no result (the turn stopped first) is left out.
+ */
+function stepsOf(produced: ChatMessage[], results: ReadonlyMap<string, ToolCallResult>): TurnStep[] {
+  const steps: TurnStep[] = [];
+  let hasText = false;
+  for (const message of produced) {
+    if (message.role !== 'assistant') continue;
+    const text = textOf(message);
+    if (text !== '') {
+      steps.push({ type: 'text', text: hasText ? `${ROUND_SEPARATOR}${text}` : text });
+      hasText = true;
+    }
+    for (const call of message.tool_calls ?? []) {
+      const result = results.get(call.id);
+      if (call.type === 'function' && result) steps.push({ type: 'tool', call, result });
+    }
+  }
+  return steps;
 }
 
 /** Adds a state's own prompt to the system prompt for the call made in that state. */

@@ -1,6 +1,7 @@
 import type { ChatMessage, GenerationParams, ToolCall, ToolDefinition, Usage } from '../chat-types.js';
 import type { ToolCallDelta } from '../llm/llm-client.js';
 import type { SessionRecord } from '../ports.js';
+import type { ToolCallResult } from '../tools/tool-runner.js';
 import type { Turn } from './conversation-history.js';
 
 /** The prefix the specification gives a failed LLM call's reply. */
@@ -35,7 +36,19 @@ export type TurnHandlers = {
   onToolCallDelta?: (delta: ToolCallDelta) => void;
   /** Called every `heartbeatMs` while tools run, so a quiet stream stays open. */
   onHeartbeat?: () => void;
+  /** Called as each of the service's own tool calls starts, and again when it finished. */
+  onToolActivity?: (activity: ToolActivity) => void;
 };
+
+/** One of the service's own tool calls, starting or finished. */
+export type ToolActivity = { phase: 'started'; call: ToolCall } | { phase: 'finished'; call: ToolCall; result: ToolCallResult };
+
+/**
+ * What a turn did, in order: the text of each LLM round that had any, and each call of the
+ * service's own tools with its result. A text after an earlier one starts with the round
+ * separator, so the texts joined are the turn's `content`.
+ */
+export type TurnStep = { type: 'text'; text: string } | { type: 'tool'; call: ToolCall; result: ToolCallResult };
 
 /** How a turn ended. */
 export type TurnOutcome = {
@@ -48,6 +61,8 @@ export type TurnOutcome = {
   cancelled: boolean;
   /** The session's history hash after the turn: where a later turn continues from it (the Responses API). */
   historyHash: string;
+  /** The completed LLM rounds' texts and the service's tool calls, in order (the Responses API's output items). */
+  steps: TurnStep[];
 };
 
 /** The supervisor's settings. */

@@ -135,7 +135,7 @@ class Registry implements McpRegistry {
         durationMs: performance.now() - started,
         outcome: isError ? 'error' : 'ok',
       });
-      return result(content, isError);
+      return { ...result(content, isError), source: { server: server.name, tool } };
     };
 
     const args = parseToolArguments(toolCall.function.arguments);

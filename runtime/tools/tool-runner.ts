@@ -1,7 +1,13 @@
 import type { ToolCall, ToolDefinition } from '../chat-types.js';
 
-/** The result of one tool call, as the LLM will see it. */
-export type ToolCallResult = { toolCallId: string; name: string; content: string; isError: boolean };
+/**
+ * The result of one tool call, as the LLM will see it; `source` is the server and its own
+ * name of the tool that ran (absent when no tool has the called name).
+ */
+export type ToolCallResult = { toolCallId: string; name: string; content: string; isError: boolean; source?: ToolSource };
+
+/** Where a tool lives: its server's name and the tool's name on that server. */
+export type ToolSource = { server: string; tool: string };
 
 /** Who a tool call runs for, and how it is cancelled. */
 export type ToolCallScope = { userId: string; sessionId: string; signal: AbortSignal };

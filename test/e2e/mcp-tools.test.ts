@@ -1,10 +1,10 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import type OpenAI from 'openai';
 import { readText, sseData, startTestService, type TestService } from '../support/service-harness.js';
-import { EVERYTHING_ENTRY, startEverythingHttp, type EverythingHttp } from '../support/mcp-fixtures.js';
+import { EVERYTHING_STDIO_YAML, mcpDeploymentFile, startEverythingHttp, type EverythingHttp } from '../support/mcp-fixtures.js';
 
 const weatherTool: OpenAI.Chat.ChatCompletionTool = {
   type: 'function',
@@ -13,18 +13,11 @@ const weatherTool: OpenAI.Chat.ChatCompletionTool = {
 
 const SUM_REQUEST = 'Add them up [[tool:everything__get-sum {"a":2,"b":3}]]';
 
-/** Writes a deployment file whose mcp_servers section is `servers` (YAML). */
-function deploymentFile(folder: string, servers: string): string {
-  const path = join(folder, 'deployment.yaml');
-  writeFileSync(path, `mcp_servers:\n${servers}`);
-  return path;
-}
-
 const transports: Array<{ name: string; servers(): Promise<{ yaml: string; stop(): Promise<void> }> }> = [
   {
     name: 'stdio',
     servers: async () => ({
-      yaml: `  everything:\n    transport: stdio\n    command: ${JSON.stringify(process.execPath)}\n    args: [${JSON.stringify(EVERYTHING_ENTRY)}, stdio]\n`,
+      yaml: EVERYTHING_STDIO_YAML,
       stop: async () => {},
     }),
   },
@@ -46,7 +39,7 @@ for (const transport of transports) {
     before(async () => {
       folder = mkdtempSync(join(tmpdir(), 'svc-mcp-'));
       servers = await transport.servers();
-      harness = await startTestService({ env: { CONFIG_FILE: deploymentFile(folder, servers.yaml), TOOLS_HEARTBEAT_MS: '100' } });
+      harness = await startTestService({ env: { CONFIG_FILE: mcpDeploymentFile(folder, servers.yaml), TOOLS_HEARTBEAT_MS: '100' } });
     });
     after(async () => {
       await harness?.close();
@@ -172,7 +165,7 @@ describe('MCP tools: a server that cannot start', () => {
   before(async () => {
     folder = mkdtempSync(join(tmpdir(), 'svc-mcp-'));
     const yaml = `  broken:\n    transport: stdio\n    command: /nonexistent/mcp-server\n`;
-    harness = await startTestService({ env: { CONFIG_FILE: deploymentFile(folder, yaml) } });
+    harness = await startTestService({ env: { CONFIG_FILE: mcpDeploymentFile(folder, yaml) } });
   });
   after(async () => {
     await harness?.close();

@@ -1,5 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { McpServerConfig } from '../../config/mcp-server-schema.js';
 import { EventBus } from '../../runtime/observability/event-bus.js';
@@ -16,6 +18,16 @@ export const EVERYTHING_ENTRY = fileURLToPath(
 /** server-everything over stdio, as a registry entry. */
 export function everythingStdioConfig(): McpServerConfig {
   return { transport: 'stdio', command: process.execPath, args: [EVERYTHING_ENTRY, 'stdio'], env: {}, per_user: false };
+}
+
+/** The `mcp_servers` YAML entry `everything`: server-everything over stdio. */
+export const EVERYTHING_STDIO_YAML = `  everything:\n    transport: stdio\n    command: ${JSON.stringify(process.execPath)}\n    args: [${JSON.stringify(EVERYTHING_ENTRY)}, stdio]\n`;
+
+/** Writes a deployment file in `folder` whose mcp_servers section is `servers` (YAML); returns its path. */
+export function mcpDeploymentFile(folder: string, servers: string): string {
+  const path = join(folder, 'deployment.yaml');
+  writeFileSync(path, `mcp_servers:\n${servers}`);
+  return path;
 }
 
 /** A free TCP port on 127.0.0.1 (the benchmark's helper). */
