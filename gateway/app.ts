@@ -24,6 +24,8 @@ export type AppDeps = {
   apiKeys: ApiKeyGuard;
   /** The Responses API's /v1/responses routes. */
   responsesRouter: Router;
+  /** The Conversations API's /v1/conversations routes. */
+  conversationsRouter: Router;
   /** The /v1/agents routes (they sit behind `apiKeys.requireKey` themselves). */
   agentsRouter: Router;
   /** Each configured tool server's status, for /health. */
@@ -79,6 +81,7 @@ export function createApp(deps: AppDeps): Express {
   if (deps.metrics) app.get('/metrics', createMetricsRoute(deps.metrics));
   app.post('/v1/chat/completions', createChatRoute({ supervisor: deps.supervisor, limiter: deps.limiter, defaults: deps.defaults, maxMessages: deps.maxMessages }));
   app.use(deps.responsesRouter);
+  app.use(deps.conversationsRouter);
   app.use(createModelsRouter());
   app.use(deps.agentsRouter);
   // Subscriptions hold secrets: like the agents, they always need a key.

@@ -19,6 +19,7 @@ import { createSessionLeaseRepository } from '../storage/session-lease-repositor
 import { createDatabase, createStores, migrateToLatest, type Database } from '../storage/index.js';
 import { createAgentsRouter, createHistoryHandlers } from './agents-routes.js';
 import { createResponsesRouter } from './responses-routes.js';
+import { createConversationsRouter } from './conversations-routes.js';
 import { createApiKeyGuard } from './api-keys.js';
 import { createApp } from './app.js';
 import { acceptHandedConnections } from './connection-handoff.js';
@@ -211,6 +212,13 @@ export async function startService(config: AppConfig, logger: Logger, options: S
       limiter,
       defaults,
       maxMessages: config.app.max_messages,
+    }),
+    conversationsRouter: createConversationsRouter({
+      supervisor,
+      sessions: stores.sessions,
+      conversations: stores.conversations,
+      memories: stores.memories,
+      defaultUserId: defaults.userId,
     }),
     llm: { baseUrl: config.llm.base_url, apiKey: config.llm.api_key, healthTimeoutMs: config.llm.health_timeout_ms },
     port: () => port,

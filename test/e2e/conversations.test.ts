@@ -1,0 +1,294 @@
+import { randomUUID } from 'node:crypto';
+import { expect } from 'chai';
+import OpenAI from 'openai';
+import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
+import { serviceStorageTargets, type StorageTarget } from '../support/service-storage.js';
+import { startTestService, type TestService } from '../support/service-harness.js';
+
+type ChatMessage = OpenAI.Chat.ChatCompletionMessageParam;
+
+/** The roles and contents the LLM received in its last chat request. */
+function lastContext(llm: FakeLlm): Array<{ role: string; content: string }> {
+  const request = [...llm.requests].reverse().find((candidate) => candidate.kind === 'chat')!;
+  return request.body.messages!.map((message) => ({ role: message.role, content: String(message.content) }));
+}
+
+/** What an OpenAI client sees of a refused request: its status and the error's fields. */
+async function refusal(call: Promise<unknown>): Promise<{ status: number | undefined; type: string | undefined; param: string | null | undefined; message: string | undefined }> {
+  try {
+    await call;
+  } catch (error) {
+    if (!(error instanceof OpenAI.APIError)) throw error;
+    const body = error.error as { type?: string; param?: string | null; message?: string } | undefined;
+    return { status: error.status, type: body?.type, param: body?.param, message: body?.message };
+  }
+  throw new Error('the request was not refused');
+}
+
+/** The role and text of each message item (the type, for other items). */
+function itemSummary(items: OpenAI.Conversations.ConversationItem[]): string[] {
+  return items.map((item) => (item.type === 'message' ? `${item.role}:${item.content.map((part) => ('text' in part ? part.text : '')).join('')}` : item.type));
+}
+
+for (const target of serviceStorageTargets()) {
+  describe(`the Conversations API (${target.name})`, () => {
+    let llm: FakeLlm;
+    let storage: Awaited<ReturnType<StorageTarget['prepare']>>;
+    let harness: TestService;
+    let client: OpenAI;
+
+    before(async () => {
+      llm = await startFakeLlm();
+      storage = await target.prepare();
+      harness = await startTestService({ llm, env: storage.env });
+      client = harness.client;
+    });
+    after(async () => {
+      await harness?.close();
+      await storage?.cleanup();
+      await llm?.close();
+    });
+    beforeEach(() => llm.reset());
+
+    /** A client acting as `userId` (X-User-ID). */
+    function clientOf(userId: string): OpenAI {
+      return new OpenAI({ baseURL: harness.baseURL, apiKey: 'placeholder', maxRetries: 0, defaultHeaders: { 'X-User-ID': userId } });
+    }
+
+    /** One chat completion turn naming the session; returns the reply and the session id the service answered with. */
+    async function chat(messages: ChatMessage[], sessionId?: string): Promise<{ content: string | null; sessionId: string | null }> {
+      const { data, response } = await client.chat.completions
+        .create({ model: 'svc-agent', messages }, sessionId ? { headers: { 'X-Session-ID': sessionId } } : {})
+        .withResponse();
+      return { content: data.choices[0]!.message.content, sessionId: response.headers.get('x-session-id') };
+    }
+
+    /** How many rows the table holds. */
+    async function rowCount(table: 'sessions' | 'conversations'): Promise<number> {
+      const row = await harness.service.database.db.selectFrom(table).select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow();
+      return Number(row.n);
+    }
+
+    /** A raw request to the service, for bodies the SDK's types would not let through. */
+    async function send(method: string, path: string, body?: unknown): Promise<{ status: number; error: { type: string; param: string | null } }> {
+      const init: RequestInit = { method, headers: { 'Content-Type': 'application/json' } };
+      if (body !== undefined) init.body = JSON.stringify(body);
+      const answer = await fetch(`${harness.baseURL}${path}`, init);
+      return { status: answer.status, error: ((await answer.json()) as { error: { type: string; param: string | null } }).error };
+    }
+
+    it('creates an empty conversation with no body, retrievable with its id, with no items', async () => {
+      const before = Math.floor(Date.now() / 1000);
+      const conversation = await client.conversations.create();
+      expect(conversation.id).to.match(/^conv_[0-9a-f]{48}$/);
+      expect(conversation).to.deep.include({ object: 'conversation', metadata: {} });
+      expect(conversation.created_at).to.be.a('number').within(before - 1, Math.ceil(Date.now() / 1000));
+      expect(await client.conversations.retrieve(conversation.id)).to.deep.equal(conversation);
+      const items = await client.conversations.items.list(conversation.id);
+      expect(items.data).to.deep.equal([]);
+      expect(items.has_more).to.equal(false);
+      expect(items.last_id).to.equal('');
+    });
+
+    it('creates a conversation with metadata and message items, listing them as items with input_text or output_text parts', async () => {
+      const conversation = await client.conversations.create({
+        metadata: { topic: 'onboarding', ticket: '42' },
+        items: [
+          { type: 'message', role: 'system', content: 'Be brief.' },
+          { role: 'user', content: 'Hello!' },
+          { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'Hi, ' }, { type: 'output_text', text: 'how can I help?' }] } as OpenAI.Responses.ResponseInputItem,
+          { type: 'message', role: 'developer', content: [{ type: 'input_text', text: 'Use metric units.' }] },
+        ],
+      });
+      expect(conversation.metadata).to.deep.equal({ topic: 'onboarding', ticket: '42' });
+      expect((await client.conversations.retrieve(conversation.id)).metadata).to.deep.equal({ topic: 'onboarding', ticket: '42' });
+      const items = await client.conversations.items.list(conversation.id, { order: 'asc' });
+      expect(itemSummary(items.data)).to.deep.equal(['system:Be brief.', 'user:Hello!', 'assistant:Hi, how can I help?', 'developer:Use metric units.']);
+      expect(items.data.every((item) => item.type === 'message' && item.status === 'completed' && /^msg_\d+$/.test(item.id))).to.equal(true);
+      expect((items.data[1] as OpenAI.Conversations.Message).content).to.deep.equal([{ type: 'input_text', text: 'Hello!' }]);
+      expect((items.data[2] as OpenAI.Conversations.Message).content[0]).to.deep.include({ type: 'output_text', text: 'Hi, how can I help?', annotations: [] });
+      const page = await fetch(`${harness.baseURL}/conversations/${conversation.id}/items?order=asc`);
+      expect(await page.json()).to.deep.include({ object: 'list', first_id: items.data[0]!.id, last_id: items.data[3]!.id, has_more: false });
+    });
+
+    it('replaces the metadata with update, keeps it across a chat turn, and clears it with null', async () => {
+      const conversation = await client.conversations.create({ metadata: { a: '1' } });
+      const updated = await client.conversations.update(conversation.id, { metadata: { b: '2', c: '3' } });
+      expect(updated).to.deep.equal({ ...conversation, metadata: { b: '2', c: '3' } });
+      await chat([{ role: 'user', content: 'a turn in between' }], conversation.id);
+      expect((await client.conversations.retrieve(conversation.id)).metadata).to.deep.equal({ b: '2', c: '3' });
+      expect((await client.conversations.update(conversation.id, { metadata: null })).metadata).to.deep.equal({});
+      expect((await client.conversations.retrieve(conversation.id)).metadata).to.deep.equal({});
+    });
+
+    it('pages items newest first by default and oldest first with order asc, each page continuing after the last id', async () => {
+      const texts = ['one', 'two', 'three', 'four', 'five'];
+      const { id } = await client.conversations.create({ items: texts.map((text, index) => ({ role: index % 2 === 0 ? ('user' as const) : ('assistant' as const), content: text })) });
+      const texted = (page: { data: OpenAI.Conversations.ConversationItem[] }) => itemSummary(page.data).map((entry) => entry.split(':')[1]);
+
+      const newest = await client.conversations.items.list(id, { limit: 2 });
+      expect(texted(newest)).to.deep.equal(['five', 'four']);
+      expect(newest.has_more).to.equal(true);
+      const older = await client.conversations.items.list(id, { limit: 2, after: newest.last_id });
+      expect(texted(older)).to.deep.equal(['three', 'two']);
+      const oldest = await client.conversations.items.list(id, { limit: 2, after: older.last_id });
+      expect(texted(oldest)).to.deep.equal(['one']);
+      expect(oldest.has_more).to.equal(false);
+
+      const ascending = await client.conversations.items.list(id, { limit: 2, order: 'asc' });
+      expect(texted(ascending)).to.deep.equal(['one', 'two']);
+      expect(texted(await client.conversations.items.list(id, { limit: 2, order: 'asc', after: ascending.last_id }))).to.deep.equal(['three', 'four']);
+
+      // The SDK's own pagination walks every page with `after`.
+      const walked: string[] = [];
+      for await (const item of client.conversations.items.list(id, { limit: 2, order: 'asc', include: ['message.output_text.logprobs'] })) walked.push(itemSummary([item])[0]!.split(':')[1]!);
+      expect(walked).to.deep.equal(texts);
+    });
+
+    it('deletes a conversation as DELETE /v1/agents does: its transcript goes, and every route then answers 404', async () => {
+      const { id } = await client.conversations.create({ items: [{ role: 'user', content: 'to be forgotten' }] });
+      await chat([{ role: 'user', content: 'and this too' }], id);
+      expect(await client.conversations.delete(id)).to.deep.equal({ id, object: 'conversation.deleted', deleted: true });
+
+      const gone = { status: 404, type: 'not_found_error', param: null, message: `Conversation with id '${id}' not found.` };
+      expect(await refusal(client.conversations.retrieve(id))).to.deep.equal(gone);
+      expect(await refusal(client.conversations.items.list(id))).to.deep.equal(gone);
+      expect(await refusal(client.conversations.update(id, { metadata: { late: 'yes' } }))).to.deep.equal(gone);
+      expect(await refusal(client.conversations.delete(id))).to.deep.equal(gone);
+      const transcript = await harness.service.database.db.selectFrom('conversations').select('id').where('session_id', '=', id).execute();
+      expect(transcript).to.deep.equal([]);
+      const session = await harness.service.database.db.selectFrom('sessions').select(['deleted_at', 'snapshot']).where('session_id', '=', id).executeTakeFirstOrThrow();
+      expect(session.deleted_at).to.be.instanceOf(Date);
+      expect(session.snapshot).to.equal(null);
+      // Like a deleted agent, it cannot be continued.
+      expect(await refusal(chat([{ role: 'user', content: 'still there?' }], id))).to.deep.include({ status: 410 });
+    });
+
+    it("answers 404 to every route for another user's or an unknown conversation, and leaves it untouched", async () => {
+      const alice = clientOf('alice');
+      const bob = clientOf('bob');
+      const hers = await alice.conversations.create({ metadata: { owner: 'alice' }, items: [{ role: 'user', content: 'my secret' }] });
+      for (const id of [hers.id, 'conv_unknown']) {
+        const notFound = { status: 404, type: 'not_found_error', param: null, message: `Conversation with id '${id}' not found.` };
+        expect(await refusal(bob.conversations.retrieve(id))).to.deep.equal(notFound);
+        expect(await refusal(bob.conversations.update(id, { metadata: { owner: 'bob' } }))).to.deep.equal(notFound);
+        expect(await refusal(bob.conversations.items.list(id))).to.deep.equal(notFound);
+        expect(await refusal(bob.conversations.delete(id))).to.deep.equal(notFound);
+      }
+      expect(await alice.conversations.retrieve(hers.id)).to.deep.equal(hers);
+      expect(itemSummary((await alice.conversations.items.list(hers.id)).data)).to.deep.equal(['user:my secret']);
+    });
+
+    it('refuses bad input with a 400 naming the param, and stores or changes nothing for it', async () => {
+      const { id } = await client.conversations.create({ metadata: { kept: 'yes' } });
+      const sessionsBefore = await rowCount('sessions');
+      const recordsBefore = await rowCount('conversations');
+      const tooMany = Object.fromEntries(Array.from({ length: 17 }, (_, index) => [`key${index}`, 'v']));
+      const message = (content: unknown) => ({ type: 'message', role: 'user', content });
+      const cases: Array<[string, string, unknown, string]> = [
+        ['POST', '/conversations', { metadata: tooMany }, 'metadata'],
+        ['POST', '/conversations', { metadata: { ['k'.repeat(65)]: 'v' } }, `metadata.${'k'.repeat(65)}`],
+        ['POST', '/conversations', { metadata: { note: 'v'.repeat(513) } }, 'metadata.note'],
+        ['POST', '/conversations', { metadata: { note: 'a\u0000b' } }, 'metadata.note'],
+        ['POST', '/conversations', { items: [message('a'), message('b'), { type: 'function_call', call_id: 'c', name: 'f', arguments: '{}' }] }, 'items[2].type'],
+        ['POST', '/conversations', { items: [{ role: 'tool', content: 'x' }] }, 'items[0].role'],
+        ['POST', '/conversations', { items: [message([{ type: 'input_image', image_url: 'https://example.com/a.png' }])] }, 'items[0].content[0].type'],
+        ['POST', '/conversations', { items: [message(42)] }, 'items[0].content'],
+        ['POST', '/conversations', { items: [message('a\u0000b')] }, 'items[0].content'],
+        ['POST', '/conversations', { items: Array.from({ length: 21 }, () => message('x')) }, 'items'],
+        ['POST', `/conversations/${id}`, { metadata: tooMany }, 'metadata'],
+        ['POST', `/conversations/${id}`, { metadata: { kept: 'a\u0000b' } }, 'metadata.kept'],
+        ['POST', `/conversations/${id}`, {}, 'metadata'],
+        ['GET', `/conversations/${id}/items?limit=0`, undefined, 'limit'],
+        ['GET', `/conversations/${id}/items?limit=101`, undefined, 'limit'],
+        ['GET', `/conversations/${id}/items?limit=ten`, undefined, 'limit'],
+        ['GET', `/conversations/${id}/items?order=up`, undefined, 'order'],
+        ['GET', `/conversations/${id}/items?after=bogus`, undefined, 'after'],
+        ['GET', `/conversations/${id}/items?after=msg_x`, undefined, 'after'],
+        ['GET', `/conversations/${id}/items?after=msg_1&after=msg_2`, undefined, 'after'],
+      ];
+      for (const [method, path, body, param] of cases) {
+        const answer = await send(method, path, body);
+        const label = `${method} ${path} ${JSON.stringify(body)}`;
+        expect(answer.status, label).to.equal(400);
+        expect(answer.error, label).to.include({ type: 'invalid_request_error', param });
+      }
+      expect(await rowCount('sessions')).to.equal(sessionsBefore);
+      expect(await rowCount('conversations')).to.equal(recordsBefore);
+      expect((await client.conversations.retrieve(id)).metadata).to.deep.equal({ kept: 'yes' });
+    });
+
+    it('shows a session made by chat completions as a conversation, its tool calls as function_call and function_call_output items', async () => {
+      const sessionId = `chat-${randomUUID()}`;
+      const history: ChatMessage[] = [{ role: 'user', content: 'Hello there' }];
+      history.push({ role: 'assistant', content: (await chat(history, sessionId)).content });
+      const weatherTool: OpenAI.Chat.ChatCompletionTool = { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } };
+      llm.script({ match: { lastUserIncludes: 'Paris' }, reply: { toolCalls: [{ id: 'call_w1', name: 'get_weather', arguments: { city: 'Paris' } }] }, times: 1 });
+      history.push({ role: 'user', content: 'Weather in Paris?' });
+      const named = { headers: { 'X-Session-ID': sessionId } };
+      const first = await client.chat.completions.create({ model: 'svc-agent', messages: history, tools: [weatherTool] }, named);
+      // The client resends the whole history with its tool's result, as the chat format asks.
+      history.push(first.choices[0]!.message as ChatMessage, { role: 'tool', tool_call_id: 'call_w1', content: 'sunny, 21°C' });
+      await client.chat.completions.create({ model: 'svc-agent', messages: history, tools: [weatherTool] }, named);
+
+      const conversation = await client.conversations.retrieve(sessionId);
+      expect(conversation).to.deep.include({ id: sessionId, object: 'conversation', metadata: {} });
+      const items = (await client.conversations.items.list(sessionId, { order: 'asc' })).data;
+      expect(itemSummary(items.slice(0, 3))).to.deep.equal(['user:Hello there', 'assistant:Echo: Hello there', 'user:Weather in Paris?']);
+      const call = items.find((item) => item.type === 'function_call');
+      expect(call).to.deep.include({ call_id: 'call_w1', name: 'get_weather', arguments: '{"city":"Paris"}', status: 'completed' });
+      expect(call!.id).to.match(/^fc_\d+$/);
+      const output = items.find((item) => item.type === 'function_call_output');
+      expect(output).to.deep.include({ call_id: 'call_w1', output: 'sunny, 21°C', status: 'completed' });
+      expect(output!.id).to.match(/^fco_\d+$/);
+      expect(items.indexOf(call!)).to.be.below(items.indexOf(output!));
+      expect(itemSummary([items.at(-1)!])).to.deep.equal(['assistant:Tool result: sunny, 21°C']);
+    });
+
+    it("sends a conversation's starting items to the LLM when a chat completion names it, and lists the turn after them", async () => {
+      const { id } = await client.conversations.create({
+        items: [
+          { role: 'system', content: 'Answer in one word.' },
+          { role: 'user', content: 'My name is Ada.' },
+          { role: 'assistant', content: 'Noted, Ada.' },
+        ],
+      });
+      const turn = await chat([{ role: 'user', content: 'What is my name?' }], id);
+      expect(turn).to.deep.equal({ content: 'Echo: What is my name?', sessionId: id });
+      expect(lastContext(llm)).to.deep.equal([
+        { role: 'system', content: 'You are a helpful assistant.' },
+        { role: 'system', content: 'Answer in one word.' },
+        { role: 'user', content: 'My name is Ada.' },
+        { role: 'assistant', content: 'Noted, Ada.' },
+        { role: 'user', content: 'What is my name?' },
+      ]);
+      const items = await client.conversations.items.list(id, { order: 'asc' });
+      expect(itemSummary(items.data)).to.deep.equal(['system:Answer in one word.', 'user:My name is Ada.', 'assistant:Noted, Ada.', 'user:What is my name?', 'assistant:Echo: What is my name?']);
+    });
+
+    it("recognises a conversation's starting items when a client resends them as its history without naming the session", async () => {
+      const userId = `resender-${randomUUID()}`;
+      const { id } = await clientOf(userId).conversations.create({
+        items: [
+          { role: 'user', content: 'Remember the number 7.' },
+          { role: 'assistant', content: 'I will remember 7.' },
+        ],
+      });
+      const answer = await fetch(`${harness.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', 'X-User-ID': userId },
+        body: JSON.stringify({
+          messages: [
+            { role: 'user', content: 'Remember the number 7.' },
+            { role: 'assistant', content: 'I will remember 7.' },
+            { role: 'user', content: 'Which number?' },
+          ],
+        }),
+      });
+      expect(answer.status).to.equal(200);
+      expect(answer.headers.get('x-session-id')).to.equal(id);
+      const items = await clientOf(userId).conversations.items.list(id, { order: 'asc' });
+      expect(itemSummary(items.data)).to.deep.equal(['user:Remember the number 7.', 'assistant:I will remember 7.', 'user:Which number?', 'assistant:Echo: Which number?']);
+    });
+  });
+}
