@@ -1,8 +1,8 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import { EVERYTHING_ENTRY } from '../support/mcp-fixtures.js';
+import { EVERYTHING_STDIO_YAML, mcpDeploymentFile } from '../support/mcp-fixtures.js';
 import { startTestService, type TestService } from '../support/service-harness.js';
 import { waitFor } from '../support/wait-for.js';
 import { WebhookReceiver } from '../support/webhook-receiver.js';
@@ -109,11 +109,7 @@ describe('Webhooks', function () {
 
     before(async () => {
       folder = mkdtempSync(join(tmpdir(), 'svc-webhooks-'));
-      const configFile = join(folder, 'deployment.yaml');
-      writeFileSync(
-        configFile,
-        `mcp_servers:\n  everything:\n    transport: stdio\n    command: ${JSON.stringify(process.execPath)}\n    args: [${JSON.stringify(EVERYTHING_ENTRY)}, stdio]\n`,
-      );
+      const configFile = mcpDeploymentFile(folder, EVERYTHING_STDIO_YAML);
       env = {
         CONFIG_FILE: configFile,
         API_KEYS: API_KEY,
@@ -214,6 +210,23 @@ describe('Webhooks', function () {
       const arrived = receiver.received.slice(seen).filter((entry) => entry.answered < 300).map((entry) => entry.id);
       expect(arrived).to.include.members(log.map((row) => row.id));
       expect(receiver.received.slice(seen).find((entry) => entry.payload.agent_id === 'wh-agent-2')!.event).to.equal('agent.created');
+    });
+
+    it('delivers the events of a Responses API turn as of a chat completion: the session is the agent', async () => {
+      const response = await fetch(`${harness.baseURL}/responses`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${API_KEY}` },
+        body: JSON.stringify({ model: 'svc-agent', input: SUM_REQUEST }),
+      });
+      expect(response.status).to.equal(200);
+      const body = (await response.json()) as { output: Array<{ type: string }> };
+      expect(body.output.map((item) => item.type)).to.deep.equal(['mcp_call', 'message']);
+      const sessionId = response.headers.get('x-session-id')!;
+      const events = await waitFor(() => {
+        const seen = receiver.acknowledged.filter((entry) => entry.payload.agent_id === sessionId).map((entry) => entry.event);
+        return seen.includes('tool.executed') ? seen : undefined;
+      }, 'the Responses API turn delivered', 20_000);
+      expect(events.slice(0, 2)).to.deep.equal(['agent.created', 'agent.state_changed']);
     });
 
     it('sends nothing while the subscription is deactivated', async () => {
