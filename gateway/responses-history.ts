@@ -7,9 +7,8 @@ import { itemsAsMessages, type InputItem } from './responses-request.js';
 const MAX_CHAIN = 1_000;
 
 /**
- * Where a response continues from: the session of the previous response (`sessionHint`) or,
- * without one, a branch; and the history the turn resends (empty when the session's stored
- * turns are its context).
+ * Where a response continues from: the session of the previous response (`sessionHint`),
+ * whose stored turns are the context, or, without one, a branch with the history it resends.
  */
 export type Continuation = { previous: ResponseRecord; sessionHint?: string; history: ChatMessage[] };
 
@@ -17,24 +16,16 @@ export type Continuation = { previous: ResponseRecord; sessionHint?: string; his
  * Resolves `previous_response_id` for a user. The newest response of its session continues
  * that session; an older one branches, as an edited chat history does: the turn runs on the
  * history up to that response, in a session of its own, and nothing stored is rewritten. A
- * response of another user does not exist for this one. `resendHistory` (a turn that answers
- * the client's function calls) resends the chain's history even when continuing, since the
- * stored transcript keeps a call's text but not its form, and the LLM must see the calls.
+ * response of another user does not exist for this one.
  */
-export async function continuationOf(
-  deps: { responses: ResponseStore; sessions: SessionStore },
-  userId: string,
-  previousId: string,
-  options: { resendHistory: boolean },
-): Promise<Continuation> {
+export async function continuationOf(deps: { responses: ResponseStore; sessions: SessionStore }, userId: string, previousId: string): Promise<Continuation> {
   const previous = await ownResponse(deps.responses, userId, previousId, 'previous_response_id');
   const session = await deps.sessions.get(previous.sessionId);
   if (!session || session.deletedAt) {
     throw new ServiceError('GONE', `the session of response '${previousId}' was deleted: it cannot be continued`, { param: 'previous_response_id' });
   }
-  const isNewest = session.historyHash === previous.historyHash;
-  const history = !isNewest || options.resendHistory ? await historyUpTo(deps.responses, previous) : [];
-  return isNewest ? { previous, sessionHint: session.sessionId, history } : { previous, history };
+  if (session.historyHash === previous.historyHash) return { previous, sessionHint: session.sessionId, history: [] };
+  return { previous, history: await historyUpTo(deps.responses, previous) };
 }
 
 /** A user's stored response; 404 naming `param` when there is none or it is another user's. */

@@ -39,8 +39,7 @@ export function createResponsesRouter(deps: ResponsesRouterDeps): Router {
   router.post('/v1/responses', async (req, res) => {
     const request = parseResponsesRequest(req.body, { maxMessages: deps.maxMessages });
     const userId = userOf(req, res, deps);
-    const answersCalls = typeof request.input !== 'string' && request.input.some((item) => item.type === 'function_call_output');
-    const continuation = request.previous_response_id ? await continuationOf(deps, userId, request.previous_response_id, { resendHistory: answersCalls }) : undefined;
+    const continuation = request.previous_response_id ? await continuationOf(deps, userId, request.previous_response_id) : undefined;
     // The instructions go after the agent's system prompt, as a client's system message does.
     const instructions: ChatMessage[] = request.instructions ? [{ role: 'system', content: request.instructions }] : [];
     const turn: TurnRequest = {

@@ -1,4 +1,4 @@
-import type { ChatMessage } from '../chat-types.js';
+import type { ChatMessage, ToolCall } from '../chat-types.js';
 import { ServiceError } from '../service-error.js';
 import type { ActorCache } from './actor-cache.js';
 import { EMPTY_HISTORY_HASH, textOf, toTurn, type ClientConversation, type Turn } from './conversation-history.js';
@@ -60,7 +60,7 @@ export async function planTurn(
   const known = created ? [] : cached?.recent;
   if (prefixHash === null) {
     const recent = isNew ? known : (known ?? (await store.recentTurns(sessionId, sources.shortTermTurns)));
-    const history = isNew ? [] : dialogueOf(recent ?? []);
+    const history = isNew ? [] : dialogueOf(recent ?? [], tail);
     const dialogue = isRetry && !isNew ? history : [...history, ...tail];
     return { session, isNew, recent, generation, toStore, dialogue, baseHash: session.historyHash ?? EMPTY_HISTORY_HASH, hashed: tailTurns };
   }
@@ -75,11 +75,42 @@ function hasUnansweredTurn(snapshot: unknown): boolean {
   return (snapshot as { unanswered?: unknown } | null)?.unanswered === true;
 }
 
-/** The turns of a transcript that enter a context: system, user and assistant; tool activity and failed replies stay out. */
-function dialogueOf(turns: Turn[]): ChatMessage[] {
-  return turns
-    .filter((turn) => turn.role === 'user' || turn.role === 'assistant' || turn.role === 'system')
-    .map((turn) => ({ role: turn.role, content: turn.content }) as ChatMessage);
+/**
+ * The turns of a transcript that enter a context: system, user and assistant; tool activity
+ * and failed replies stay out. One exception: tool results a client sends alone (naming its
+ * session, without resending the history) need the calls they answer before them, or the
+ * LLM is given results of calls it never made. Those calls, stored with the last turn, join
+ * its assistant reply.
+ */
+function dialogueOf(turns: Turn[], tail: ChatMessage[]): ChatMessage[] {
+  const answered = new Set(tail.flatMap((message) => (message.role === 'tool' ? [message.tool_call_id] : [])));
+  const dialogue: ChatMessage[] = [];
+  let calls: ToolCall[] = [];
+  for (const turn of turns) {
+    if (turn.role === 'tool_call') {
+      const call = storedCall(turn.content);
+      if (call && answered.has(call.id)) calls.push(call);
+    } else if (turn.role === 'user' || turn.role === 'system') {
+      calls = [];
+      dialogue.push({ role: turn.role, content: turn.content });
+    } else if (turn.role === 'assistant') {
+      dialogue.push({ role: 'assistant', content: turn.content });
+    }
+  }
+  const last = dialogue.at(-1);
+  if (calls.length > 0 && last?.role === 'assistant') last.tool_calls = calls;
+  return dialogue;
+}
+
+/** A call as a `tool_call` turn stores it (`{id, name, arguments}`); undefined for anything else. */
+function storedCall(content: string): ToolCall | undefined {
+  try {
+    const { id, name, arguments: args } = JSON.parse(content) as { id?: unknown; name?: unknown; arguments?: unknown };
+    if (typeof id !== 'string' || typeof name !== 'string' || typeof args !== 'string') return undefined;
+    return { id, type: 'function', function: { name, arguments: args } };
+  } catch {
+    return undefined;
+  }
 }
 
 /**

@@ -40,6 +40,39 @@ describe('client-side tools', () => {
     expect(sent[2]!.tool_calls).to.have.length(1);
   });
 
+  it('continues from tool results sent alone with X-Session-ID: the LLM gets the calls they answer before them, and only those', async () => {
+    const calls = [
+      { id: 'call_o1', name: 'get_weather', arguments: { city: 'Oslo' } },
+      { id: 'call_o2', name: 'get_weather', arguments: { city: 'Bergen' } },
+    ];
+    harness.llm.script({ match: { lastUserIncludes: 'Oslo and Bergen' }, reply: { content: 'Checking both.', toolCalls: calls }, times: 1 });
+    const first = await harness.client.chat.completions
+      .create({ model: 'svc-agent', messages: [{ role: 'user', content: 'Weather in Oslo and Bergen?' }], tools: [weatherTool] })
+      .withResponse();
+    const sessionId = first.response.headers.get('x-session-id')!;
+    expect(first.data.choices[0]!.message.tool_calls).to.have.length(2);
+
+    const results: OpenAI.Chat.ChatCompletionMessageParam[] = [
+      { role: 'tool', tool_call_id: 'call_o1', content: 'rain' },
+      { role: 'tool', tool_call_id: 'call_o2', content: 'snow' },
+    ];
+    const second = await harness.client.chat.completions.create({ model: 'svc-agent', messages: results, tools: [weatherTool] }, { headers: { 'X-Session-ID': sessionId } });
+    expect(second.choices[0]!.message.content).to.equal('Tool result: rain\nsnow');
+    const sent = harness.llm.requests.at(-1)!.body.messages!.slice(1);
+    expect(sent.map((message) => message.role)).to.deep.equal(['user', 'assistant', 'tool', 'tool']);
+    expect(sent[1]).to.deep.include({ content: 'Checking both.' });
+    expect(sent[1]!.tool_calls).to.deep.equal([
+      { id: 'call_o1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } },
+      { id: 'call_o2', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Bergen"}' } },
+    ]);
+
+    // A later turn's context keeps the dialogue only: the calls do not come back.
+    await harness.client.chat.completions.create({ model: 'svc-agent', messages: [{ role: 'user', content: 'Thanks' }] }, { headers: { 'X-Session-ID': sessionId } });
+    const later = harness.llm.requests.at(-1)!.body.messages!.slice(1);
+    expect(later.map((message) => message.role)).to.deep.equal(['user', 'assistant', 'assistant', 'user']);
+    expect(later.every((message) => message.tool_calls === undefined)).to.equal(true);
+  });
+
   it('streams tool-call deltas with index, id, type, name and argument pieces, then finish_reason tool_calls', async () => {
     harness.llm.script({ reply: { toolCalls: [{ id: 'call_s1', name: 'get_weather', arguments: { city: 'Oslo' } }] }, times: 1 });
     const stream = await harness.client.chat.completions.create({
