@@ -1,16 +1,19 @@
 import { Router, type Request, type Response } from 'express';
+import type { EventBus } from '../runtime/observability/event-bus.js';
 import type { SessionRecord } from '../runtime/ports.js';
-import { ServiceError } from '../runtime/service-error.js';
 import { EMPTY_HISTORY_HASH, foldHistoryHash } from '../runtime/sessions/conversation-history.js';
 import { userOf } from './acting-user.js';
 import { checkIdentifier } from './chat-request.js';
 import { conversationItem, conversationObject, startingTurns } from './conversation-format.js';
+import { conversationNotFound, liveConversation } from './conversation-lookup.js';
 import { parseConversationCreation, parseConversationUpdate, parseItemsQuery } from './conversation-request.js';
 import { newItemId } from './responses-format.js';
 import { deleteSession, type SessionDeletionDeps } from './session-deletion.js';
 
 /** What the Conversations API routes need. */
 export type ConversationsRouterDeps = SessionDeletionDeps & {
+  /** Told of a conversation created with items: its first turn does not start the session. */
+  events: EventBus;
   /** `memory.user_id`: the user of a request that names none. */
   defaultUserId: string;
 };
@@ -35,6 +38,8 @@ export function createConversationsRouter(deps: ConversationsRouterDeps): Router
       historyHash: turns.length > 0 ? foldHistoryHash(EMPTY_HISTORY_HASH, turns) : null,
       records: turns.map((turn) => ({ role: turn.role, message: turn.content })),
     });
+    // Without items the first turn starts the session and says so, as for any new session.
+    if (turns.length > 0) deps.events.emit('session:created', { sessionId: session.sessionId, userId });
     res.json(conversationObject(session));
   });
 
@@ -46,7 +51,7 @@ export function createConversationsRouter(deps: ConversationsRouterDeps): Router
     const metadata = parseConversationUpdate(req.body);
     const id = conversationIdOf(req);
     const updated = await deps.sessions.updateMetadata(id, userOf(req, res, deps.defaultUserId), metadata);
-    if (!updated) throw notFound(id);
+    if (!updated) throw conversationNotFound(id);
     res.json(conversationObject(updated));
   });
 
@@ -54,7 +59,7 @@ export function createConversationsRouter(deps: ConversationsRouterDeps): Router
     const { sessionId } = await ownConversation(deps, req, res);
     const deletion = await deleteSession(deps, sessionId);
     // A concurrent deletion got there first: for this request it was gone already.
-    if (!deletion || deletion.wasDeleted) throw notFound(sessionId);
+    if (!deletion || deletion.wasDeleted) throw conversationNotFound(sessionId);
     res.json({ id: sessionId, object: 'conversation.deleted', deleted: true });
   });
 
@@ -71,18 +76,11 @@ export function createConversationsRouter(deps: ConversationsRouterDeps): Router
 }
 
 /** The live session of the acting user named in the path; 404 when it is unknown, deleted or another user's. */
-async function ownConversation(deps: ConversationsRouterDeps, req: Request, res: Response): Promise<SessionRecord> {
-  const id = conversationIdOf(req);
-  const userId = userOf(req, res, deps.defaultUserId);
-  const session = await deps.sessions.get(id);
-  if (!session || session.userId !== userId || session.deletedAt) throw notFound(id);
-  return session;
+function ownConversation(deps: ConversationsRouterDeps, req: Request, res: Response): Promise<SessionRecord> {
+  return liveConversation(deps.sessions, userOf(req, res, deps.defaultUserId), conversationIdOf(req));
 }
 
 function conversationIdOf(req: Request): string {
   return checkIdentifier(String(req.params.conversation_id), 'conversation_id');
 }
 
-function notFound(id: string): ServiceError {
-  return new ServiceError('NOT_FOUND', `Conversation with id '${id}' not found.`);
-}

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { ToolCall, Usage } from '../runtime/chat-types.js';
 import type { TurnOutcome, TurnStep } from '../runtime/sessions/supervisor.js';
 import type { ToolCallResult } from '../runtime/tools/tool-runner.js';
-import type { ResponsesRequest } from './responses-request.js';
+import { conversationIdOf, type ResponsesRequest } from './responses-request.js';
 
 /** An id of the Responses API: its prefix (`resp`, `msg`, `fc`) and 48 random hexadecimal characters. */
 export function newItemId(prefix: string): string {
@@ -84,6 +84,7 @@ export type ResponseFrame = { id: string; createdAt: number; request: ResponsesR
 /** A response object (`object: 'response'`) in the shape of OpenAI's schema. */
 export function responseBody(frame: ResponseFrame, state: { status: 'in_progress' | 'completed' | 'failed'; output: Array<Record<string, unknown>>; usage?: ReturnType<typeof responseUsage>; error?: { code: string; message: string } | null }) {
   const { request } = frame;
+  const conversationId = conversationIdOf(request);
   return {
     id: frame.id,
     object: 'response',
@@ -99,6 +100,7 @@ export function responseBody(frame: ResponseFrame, state: { status: 'in_progress
     output: state.output,
     parallel_tool_calls: request.parallel_tool_calls ?? true,
     previous_response_id: request.previous_response_id ?? null,
+    conversation: conversationId === undefined ? null : { id: conversationId },
     reasoning: { effort: null, summary: null },
     store: frame.store,
     temperature: request.temperature ?? null,

@@ -1,16 +1,21 @@
 import type { ChatMessage } from '../runtime/chat-types.js';
 import type { ResponseRecord, ResponseStore, SessionStore } from '../runtime/ports.js';
 import { ServiceError } from '../runtime/service-error.js';
+import { liveConversation } from './conversation-lookup.js';
 import { itemsAsMessages, type InputItem } from './responses-request.js';
 
 /** Most responses walked back to rebuild the history a branch starts from. */
 const MAX_CHAIN = 1_000;
 
 /**
- * Where a response continues from: the session of the previous response (`sessionHint`),
- * whose stored turns are the context, or, without one, a branch with the history it resends.
+ * Where a response continues from: a session (`sessionHint`), whose stored turns are the
+ * context, or, without one, a branch with the history it resends; and the response it follows
+ * (the chain a later branch rebuilds its history from).
  */
-export type Continuation = { previous: ResponseRecord; sessionHint?: string; history: ChatMessage[] };
+export type Continuation = { sessionHint?: string; history: ChatMessage[]; previousResponseId: string | null };
+
+/** What resolving a continuation reads. */
+type ContinuationDeps = { responses: ResponseStore; sessions: SessionStore };
 
 /**
  * Resolves `previous_response_id` for a user. The newest response of its session continues
@@ -18,14 +23,24 @@ export type Continuation = { previous: ResponseRecord; sessionHint?: string; his
  * history up to that response, in a session of its own, and nothing stored is rewritten. A
  * response of another user does not exist for this one.
  */
-export async function continuationOf(deps: { responses: ResponseStore; sessions: SessionStore }, userId: string, previousId: string): Promise<Continuation> {
+export async function continuationOf(deps: ContinuationDeps, userId: string, previousId: string): Promise<Continuation> {
   const previous = await ownResponse(deps.responses, userId, previousId, 'previous_response_id');
   const session = await deps.sessions.get(previous.sessionId);
   if (!session || session.deletedAt) {
     throw new ServiceError('GONE', `the session of response '${previousId}' was deleted: it cannot be continued`, { param: 'previous_response_id' });
   }
-  if (session.historyHash === previous.historyHash) return { previous, sessionHint: session.sessionId, history: [] };
-  return { previous, history: await historyUpTo(deps.responses, previous) };
+  if (session.historyHash === previous.historyHash) return { sessionHint: session.sessionId, history: [], previousResponseId: previous.id };
+  return { history: await historyUpTo(deps.responses, previous), previousResponseId: previous.id };
+}
+
+/**
+ * Resolves `conversation` for a user: the turn continues that session (a conversation is a
+ * session), after its newest response if its last turn was one.
+ */
+export async function conversationContinuation(deps: ContinuationDeps, userId: string, conversationId: string): Promise<Continuation> {
+  const session = await liveConversation(deps.sessions, userId, conversationId, 'conversation');
+  const newest = session.historyHash === null ? undefined : await deps.responses.findEndingAt(session.sessionId, session.historyHash);
+  return { sessionHint: session.sessionId, history: [], previousResponseId: newest?.id ?? null };
 }
 
 /** A user's stored response; 404 naming `param` when there is none or it is another user's. */

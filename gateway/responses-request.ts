@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { ChatMessage, ToolDefinition } from '../runtime/chat-types.js';
 import { ServiceError } from '../runtime/service-error.js';
-import { parseRequestBody, pathOfTextMatching } from './chat-request.js';
+import { MAX_ID_LENGTH, parseRequestBody, pathOfTextMatching } from './chat-request.js';
 
 /** A text part of an input message (`input_text`; `output_text` in an assistant message a client sends back). */
 const TextPart = z.looseObject({ type: z.enum(['input_text', 'output_text', 'text']), text: z.string() });
@@ -44,12 +44,16 @@ const FunctionTool = z.object({
 
 const ResponseId = z.string().min(1).max(64);
 
+/** A conversation is a session: its id is a session id. */
+const ConversationId = z.string().min(1).max(MAX_ID_LENGTH);
+
 const ResponsesRequestSchema = z.object({
   model: z.string().min(1).default('svc-agent'),
   // The items are checked on their own (below), so that an error names the item, not the union.
   input: z.union([z.string(), z.array(z.unknown()).min(1)]),
   instructions: z.string().nullish(),
   previous_response_id: ResponseId.nullish(),
+  conversation: z.union([ConversationId, z.object({ id: ConversationId })]).nullish(),
   store: z.boolean().nullish(),
   stream: z.boolean().nullish(),
   tools: z.array(FunctionTool).nullish(),
@@ -85,6 +89,9 @@ export function parseResponsesRequest(body: unknown, limits: { maxMessages: numb
   if (items > limits.maxMessages) {
     throw new ServiceError('INVALID_REQUEST', `too many input items: at most ${limits.maxMessages} are accepted`, { param: 'input' });
   }
+  if (request.previous_response_id && request.conversation) {
+    throw new ServiceError('INVALID_REQUEST', 'previous_response_id and conversation cannot be used together: a response continues one or the other', { param: 'conversation' });
+  }
   if (request.metadata && Object.keys(request.metadata).length > MAX_METADATA_KEYS) {
     throw new ServiceError('INVALID_REQUEST', `metadata may hold at most ${MAX_METADATA_KEYS} keys`, { param: 'metadata' });
   }
@@ -98,6 +105,12 @@ export function parseResponsesRequest(body: unknown, limits: { maxMessages: numb
 
 /** One input item, as validated (and, with an id and status added, as stored). */
 export type InputItem = z.infer<typeof InputItem>;
+
+/** The id of the conversation a request adds to, if it names one (as an id or `{ id }`). */
+export function conversationIdOf(request: ResponsesRequest): string | undefined {
+  const { conversation } = request;
+  return typeof conversation === 'string' ? conversation : (conversation?.id ?? undefined);
+}
 
 /** The request's input items as chat messages for the session's turn. */
 export function inputMessages(request: ResponsesRequest): ChatMessage[] {

@@ -3,15 +3,14 @@ import type { ChatMessage } from '../runtime/chat-types.js';
 import type { ResponseStore, SessionStore } from '../runtime/ports.js';
 import { ServiceError } from '../runtime/service-error.js';
 import type { Supervisor, TurnRequest } from '../runtime/sessions/supervisor.js';
-import { actingUser } from './api-keys.js';
-import { checkIdentifier } from './chat-request.js';
+import { userOf } from './acting-user.js';
 import { admitTurn, streamingHandlers, type ChatRouteDeps } from './chat-route.js';
 import { newItemId, outputItems, responseBody, responseUsage, stepItems, type ResponseFrame } from './responses-format.js';
 import { ResponseEventStream } from './responses-stream.js';
 import { SseWriter } from './sse-writer.js';
 import { toServiceError } from './error-handler.js';
-import { continuationOf, ownResponse } from './responses-history.js';
-import { clientToolsOf, inputItemRecords, inputMessages, parseResponsesRequest } from './responses-request.js';
+import { continuationOf, conversationContinuation, ownResponse } from './responses-history.js';
+import { clientToolsOf, conversationIdOf, inputItemRecords, inputMessages, parseResponsesRequest } from './responses-request.js';
 import { unixNow } from './completion-format.js';
 import type { UsageLimiter } from './usage-limits.js';
 
@@ -38,8 +37,13 @@ export function createResponsesRouter(deps: ResponsesRouterDeps): Router {
 
   router.post('/v1/responses', async (req, res) => {
     const request = parseResponsesRequest(req.body, { maxMessages: deps.maxMessages });
-    const userId = userOf(req, res, deps);
-    const continuation = request.previous_response_id ? await continuationOf(deps, userId, request.previous_response_id) : undefined;
+    const userId = userOf(req, res, deps.defaults.userId);
+    const conversationId = conversationIdOf(request);
+    const continuation = request.previous_response_id
+      ? await continuationOf(deps, userId, request.previous_response_id)
+      : conversationId !== undefined
+        ? await conversationContinuation(deps, userId, conversationId)
+        : undefined;
     // The instructions go after the agent's system prompt, as a client's system message does.
     const instructions: ChatMessage[] = request.instructions ? [{ role: 'system', content: request.instructions }] : [];
     const turn: TurnRequest = {
@@ -60,7 +64,7 @@ export function createResponsesRouter(deps: ResponsesRouterDeps): Router {
     const keep = async (body: Record<string, unknown>, sessionId: string, historyHash: string) => {
       if (!frame.store) return;
       const input = inputItemRecords(request, newItemId);
-      await deps.responses.put({ id: frame.id, userId, sessionId, previousResponseId: request.previous_response_id ?? null, historyHash, body, input });
+      await deps.responses.put({ id: frame.id, userId, sessionId, previousResponseId: continuation?.previousResponseId ?? null, historyHash, body, input });
     };
     if (request.stream) {
       await streamResponse(deps.supervisor, turn, frame, res, signal, keep);
@@ -76,18 +80,18 @@ export function createResponsesRouter(deps: ResponsesRouterDeps): Router {
   });
 
   router.get('/v1/responses/:response_id', async (req, res) => {
-    const record = await ownResponse(deps.responses, userOf(req, res, deps), String(req.params.response_id));
+    const record = await ownResponse(deps.responses, userOf(req, res, deps.defaults.userId), String(req.params.response_id));
     res.json(record.body);
   });
 
   router.get('/v1/responses/:response_id/input_items', async (req, res) => {
-    const record = await ownResponse(deps.responses, userOf(req, res, deps), String(req.params.response_id));
+    const record = await ownResponse(deps.responses, userOf(req, res, deps.defaults.userId), String(req.params.response_id));
     res.json(inputItemsPage(record.input, req));
   });
 
   router.delete('/v1/responses/:response_id', async (req, res) => {
     const id = String(req.params.response_id);
-    await ownResponse(deps.responses, userOf(req, res, deps), id);
+    await ownResponse(deps.responses, userOf(req, res, deps.defaults.userId), id);
     await deps.responses.remove(id);
     res.json({ id, object: 'response', deleted: true });
   });
@@ -124,12 +128,6 @@ async function streamResponse(
     // Mid-stream, the error goes in the stream.
     events.fail(toServiceError(error).message);
   }
-}
-
-/** The acting user: the key's, the one named in X-User-ID, or the default. */
-function userOf(req: Request, res: Response, deps: ResponsesRouterDeps): string {
-  const named = actingUser(res, [{ value: req.get('x-user-id'), param: 'X-User-ID' }]);
-  return checkIdentifier(named ?? deps.defaults.userId, 'user_id');
 }
 
 /** A page of input items as OpenAI lists them: `order` (default desc), `after` an item id, `limit` 1–100. */

@@ -218,6 +218,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
       sessions: stores.sessions,
       conversations: stores.conversations,
       memories: stores.memories,
+      events,
       defaultUserId: defaults.userId,
     }),
     llm: { baseUrl: config.llm.base_url, apiKey: config.llm.api_key, healthTimeoutMs: config.llm.health_timeout_ms },

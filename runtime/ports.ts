@@ -57,6 +57,8 @@ export type ResponseRecord = {
 export interface ResponseStore {
   put(record: Omit<ResponseRecord, 'createdAt'>): Promise<void>;
   get(id: string): Promise<ResponseRecord | undefined>;
+  /** The newest response of a session after which its history hash was `historyHash`, if any. */
+  findEndingAt(sessionId: string, historyHash: string): Promise<ResponseRecord | undefined>;
   /** Deletes a response; false when there was none. */
   remove(id: string): Promise<boolean>;
 }

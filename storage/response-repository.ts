@@ -26,6 +26,18 @@ export function createResponseRepository(db: Kysely<DatabaseSchema>): ResponseSt
       return row && toRecord(row);
     },
 
+    async findEndingAt(sessionId, historyHash) {
+      const row = await db
+        .selectFrom('responses')
+        .selectAll()
+        .where('session_id', '=', sessionId)
+        .where('history_hash', '=', historyHash)
+        .orderBy('created_at', 'desc')
+        .limit(1)
+        .executeTakeFirst();
+      return row && toRecord(row);
+    },
+
     async remove(id) {
       const result = await db.deleteFrom('responses').where('id', '=', id).executeTakeFirst();
       return result.numDeletedRows > 0n;

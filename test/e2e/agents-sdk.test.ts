@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Agent, OpenAIProvider, Runner, tool } from '@openai/agents';
 import { expect } from 'chai';
+import OpenAI from 'openai';
 import { z } from 'zod';
 import { freePort, startChild, type RunningChild } from '../../scripts/bench/child-process.js';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
@@ -113,6 +114,34 @@ describe('the OpenAI Agents SDK against the service (npm start, embedded databas
     expect(transcript.data.map((entry) => entry.role)).to.deep.equal(['user', 'tool_call', 'assistant', 'tool', 'assistant', 'user', 'assistant']);
     const inspected = await getJson<unknown>(`${origin}/inspect/sessions`);
     expect(JSON.stringify(inspected)).to.include(sessionId);
+  });
+
+  it('continues an agent by conversationId, its local tool answered inside the conversation', async () => {
+    const client = new OpenAI({ baseURL: `${origin}/v1`, apiKey: API_KEY, maxRetries: 0 });
+    const { id } = await client.conversations.create({ metadata: { topic: 'weather' } });
+    llm.script({ match: { lastUserIncludes: 'weather in Oslo', hasToolResults: false }, reply: { toolCalls: [{ name: 'get_weather', arguments: { city: 'Oslo' } }] }, times: 1 });
+    const first = await runner.run(agent, 'What is the weather in Oslo?', { conversationId: id });
+    expect(weatherCalls).to.deep.equal(['Oslo']);
+    expect(first.finalOutput).to.equal('Tool result: Sunny in Oslo');
+    // The SDK answered the call with only its output, naming the conversation: the LLM still saw the call first.
+    const answered = [...llm.requests].reverse().find((request) => request.kind === 'chat' && request.body.messages!.some((message) => message.role === 'tool'))!;
+    const [call, result] = answered.body.messages!.slice(-2);
+    expect((call!.tool_calls as Array<{ function: { name: string } }>).map((entry) => entry.function.name)).to.deep.equal(['get_weather']);
+    expect(result).to.deep.include({ role: 'tool', content: 'Sunny in Oslo' });
+
+    const second = await runner.run(agent, 'Thanks!', { conversationId: id });
+    expect(second.finalOutput).to.equal('Echo: Thanks!');
+    expect(lastDialogue(llm).map((message) => message.content)).to.deep.equal(['What is the weather in Oslo?', '', 'Tool result: Sunny in Oslo', 'Thanks!']);
+    const items = await client.conversations.items.list(id, { order: 'asc' });
+    expect(items.data.map((item) => (item.type === 'message' ? item.role : item.type))).to.deep.equal([
+      'user',
+      'function_call',
+      'assistant',
+      'function_call_output',
+      'assistant',
+      'user',
+      'assistant',
+    ]);
   });
 
   it("shows the service's MCP tool calls in the run's items, next to the agent's own tool", async () => {

@@ -290,5 +290,77 @@ for (const target of serviceStorageTargets()) {
       const items = await clientOf(userId).conversations.items.list(id, { order: 'asc' });
       expect(itemSummary(items.data)).to.deep.equal(['user:Remember the number 7.', 'assistant:I will remember 7.', 'user:Which number?', 'assistant:Echo: Which number?']);
     });
+
+    it('adds responses to a conversation: each turn continues it, the response names it, and its items list every turn', async () => {
+      const userId = `responder-${randomUUID()}`;
+      const user = clientOf(userId);
+      const { id } = await user.conversations.create({ items: [{ role: 'user', content: 'My name is Ada.' }, { role: 'assistant', content: 'Hello Ada.' }] });
+      const first = await user.responses.create({ model: 'svc-agent', input: 'What is my name?', conversation: id });
+      expect(first.conversation).to.deep.equal({ id });
+      expect(first.previous_response_id).to.equal(null);
+      expect(lastContext(llm).slice(1)).to.deep.equal([
+        { role: 'user', content: 'My name is Ada.' },
+        { role: 'assistant', content: 'Hello Ada.' },
+        { role: 'user', content: 'What is my name?' },
+      ]);
+      const second = await user.responses.create({ model: 'svc-agent', input: 'Thanks', conversation: { id } });
+      expect(second.conversation).to.deep.equal({ id });
+      expect(lastContext(llm).slice(1).map((message) => message.content)).to.deep.equal(['My name is Ada.', 'Hello Ada.', 'What is my name?', 'Echo: What is my name?', 'Thanks']);
+      const items = await user.conversations.items.list(id, { order: 'asc' });
+      expect(itemSummary(items.data)).to.deep.equal([
+        'user:My name is Ada.',
+        'assistant:Hello Ada.',
+        'user:What is my name?',
+        'assistant:Echo: What is my name?',
+        'user:Thanks',
+        'assistant:Echo: Thanks',
+      ]);
+      const stored = await harness.service.database.db.selectFrom('responses').select(['id', 'session_id', 'previous_response_id']).where('id', 'in', [first.id, second.id]).orderBy('created_at').execute();
+      // The second follows the first in the response chain, so a branch from either rebuilds the history before it.
+      expect(stored).to.deep.equal([
+        { id: first.id, session_id: id, previous_response_id: null },
+        { id: second.id, session_id: id, previous_response_id: first.id },
+      ]);
+      // previous_response_id from the conversation's newest response goes on in the same conversation.
+      const third = await user.responses.create({ model: 'svc-agent', input: 'Once more', previous_response_id: second.id });
+      const row = await harness.service.database.db.selectFrom('responses').select('session_id').where('id', '=', third.id).executeTakeFirstOrThrow();
+      expect(row.session_id).to.equal(id);
+    });
+
+    it('continues a chat completions session as a conversation of the Responses API, and the other way round', async () => {
+      const sessionId = `chat-${randomUUID()}`;
+      await chat([{ role: 'user', content: 'First by chat' }], sessionId);
+      const response = await client.responses.create({ model: 'svc-agent', input: 'Then by responses', conversation: sessionId });
+      expect(lastContext(llm).slice(1).map((message) => message.content)).to.deep.equal(['First by chat', 'Echo: First by chat', 'Then by responses']);
+      expect(response.output_text).to.equal('Echo: Then by responses');
+      await chat([{ role: 'user', content: 'And chat again' }], sessionId);
+      expect(lastContext(llm).slice(1).map((message) => message.content)).to.deep.equal([
+        'First by chat',
+        'Echo: First by chat',
+        'Then by responses',
+        'Echo: Then by responses',
+        'And chat again',
+      ]);
+    });
+
+    it('refuses a response naming an unknown, deleted or other user\'s conversation (404) or both a conversation and previous_response_id (400), storing nothing', async () => {
+      const owner = clientOf(`owner-${randomUUID()}`);
+      const { id } = await owner.conversations.create({});
+      const deleted = await owner.conversations.create({});
+      await owner.conversations.delete(deleted.id);
+      const earlier = await owner.responses.create({ model: 'svc-agent', input: 'hello' });
+      const before = { sessions: await rowCount('sessions'), conversations: await rowCount('conversations') };
+      const stranger = clientOf(`stranger-${randomUUID()}`);
+      for (const [who, conversation] of [
+        [stranger, id],
+        [owner, deleted.id],
+        [owner, 'conv_unknown'],
+      ] as const) {
+        expect(await refusal(who.responses.create({ model: 'svc-agent', input: 'hi', conversation }))).to.deep.include({ status: 404, param: 'conversation', message: `Conversation with id '${conversation}' not found.` });
+      }
+      expect(await refusal(owner.responses.create({ model: 'svc-agent', input: 'hi', conversation: id, previous_response_id: earlier.id }))).to.deep.include({ status: 400, param: 'conversation' });
+      expect({ sessions: await rowCount('sessions'), conversations: await rowCount('conversations') }).to.deep.equal(before);
+      expect(llm.requests.filter((request) => request.kind === 'chat')).to.have.length(1);
+    });
   });
 }

@@ -229,6 +229,23 @@ describe('Webhooks', function () {
       expect(events.slice(0, 2)).to.deep.equal(['agent.created', 'agent.state_changed']);
     });
 
+    it('announces a conversation created with items as a new agent at once, and an empty one at its first turn, once each', async () => {
+      const withItems = await api(harness, 'POST', '/conversations', { items: [{ role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Hello' }] });
+      const empty = await api(harness, 'POST', '/conversations', {});
+      expect([withItems.status, empty.status]).to.deep.equal([200, 200]);
+      const createdFor = (id: string) => receiver.acknowledged.filter((entry) => entry.event === 'agent.created' && entry.payload.agent_id === id);
+      await waitFor(() => (createdFor(withItems.json.id).length === 1 ? true : undefined), 'agent.created of the conversation with items', 20_000);
+      expect(createdFor(empty.json.id)).to.have.length(0);
+      for (const conversation of [withItems.json.id, empty.json.id]) {
+        const turn = await api(harness, 'POST', '/responses', { model: 'svc-agent', input: 'Next', conversation });
+        expect(turn.status).to.equal(200);
+      }
+      await waitFor(() => (createdFor(empty.json.id).length === 1 ? true : undefined), 'agent.created of the empty conversation', 20_000);
+      await waitFor(async () => ((await deliveries(harness, webhookId)).every((row) => row.status === 'delivered') ? true : undefined), 'every delivery delivered', 20_000);
+      expect(createdFor(withItems.json.id)).to.have.length(1);
+      expect(createdFor(empty.json.id)).to.have.length(1);
+    });
+
     it('sends nothing while the subscription is deactivated', async () => {
       const off = await api(harness, 'PATCH', `/webhooks/${webhookId}`, { active: false });
       expect(off.status).to.equal(200);
