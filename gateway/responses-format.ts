@@ -113,3 +113,12 @@ export function responseBody(frame: ResponseFrame, state: { status: 'in_progress
     user: request.user ?? null,
   };
 }
+
+/** A response object. */
+export type ResponseObject = ReturnType<typeof responseBody>;
+
+/** The response a finished turn made: `completed` with its output, or `failed` with what ran before the LLM failed. */
+export function finishedResponse(frame: ResponseFrame, outcome: TurnOutcome): ResponseObject {
+  if (outcome.failure) return responseBody(frame, { status: 'failed', output: stepItems(outcome.steps), error: { code: 'server_error', message: outcome.failure.message } });
+  return responseBody(frame, { status: 'completed', output: outputItems(outcome), usage: responseUsage(outcome.usage) });
+}

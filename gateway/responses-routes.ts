@@ -1,11 +1,11 @@
 import { Router, type Request, type Response } from 'express';
 import type { ChatMessage } from '../runtime/chat-types.js';
-import type { ResponseStore, SessionStore } from '../runtime/ports.js';
+import type { NewResponseRecord, ResponseStore, SessionStore } from '../runtime/ports.js';
 import { ServiceError } from '../runtime/service-error.js';
-import type { Supervisor, TurnRequest } from '../runtime/sessions/supervisor.js';
+import type { Supervisor, TurnOutcome, TurnRequest } from '../runtime/sessions/supervisor.js';
 import { userOf } from './acting-user.js';
 import { admitTurn, streamingHandlers, type ChatRouteDeps } from './chat-route.js';
-import { newItemId, outputItems, responseBody, responseUsage, stepItems, type ResponseFrame } from './responses-format.js';
+import { finishedResponse, newItemId, type ResponseFrame, type ResponseObject } from './responses-format.js';
 import { ResponseEventStream } from './responses-stream.js';
 import { SseWriter } from './sse-writer.js';
 import { toServiceError } from './error-handler.js';
@@ -60,23 +60,28 @@ export function createResponsesRouter(deps: ResponsesRouterDeps): Router {
     const signal = await admitTurn(deps.limiter, userId, res);
     if (!signal) return;
     const frame: ResponseFrame = { id: newItemId('resp'), createdAt: unixNow(), request, store: request.store ?? true };
-    // Stored before the client has it, so that it can be continued as soon as it arrives.
-    const keep = async (body: Record<string, unknown>, sessionId: string, historyHash: string) => {
-      if (!frame.store) return;
-      const input = inputItemRecords(request, newItemId);
-      await deps.responses.put({ id: frame.id, userId, sessionId, previousResponseId: continuation?.previousResponseId ?? null, historyHash, body, input });
-    };
+    // Stored with the turn's end, before the client has it, so that it can be continued as soon as it arrives.
+    const recordOf: RecordOf = (body, outcome) =>
+      frame.store
+        ? {
+            id: frame.id,
+            userId,
+            sessionId: outcome.sessionId,
+            previousResponseId: continuation?.previousResponseId ?? null,
+            historyHash: outcome.historyHash,
+            body,
+            input: inputItemRecords(request, newItemId),
+          }
+        : undefined;
     if (request.stream) {
-      await streamResponse(deps.supervisor, turn, frame, res, signal, keep);
+      await streamResponse(deps.supervisor, turn, frame, res, signal, recordOf);
       return;
     }
-    const outcome = await deps.supervisor.runTurn(turn, { signal, onSessionReady: (sessionId) => res.set('X-Session-ID', sessionId) });
+    let body: ResponseObject | undefined;
+    const responseRecord = (ended: TurnOutcome) => recordOf((body = finishedResponse(frame, ended)), ended);
+    const outcome = await deps.supervisor.runTurn({ ...turn, responseRecord }, { signal, onSessionReady: (sessionId) => res.set('X-Session-ID', sessionId) });
     if (signal.aborted) return;
-    const body = outcome.failure
-      ? responseBody(frame, { status: 'failed', output: stepItems(outcome.steps), error: { code: 'server_error', message: outcome.failure.message } })
-      : responseBody(frame, { status: 'completed', output: outputItems(outcome), usage: responseUsage(outcome.usage) });
-    await keep(body, outcome.sessionId, outcome.historyHash);
-    res.json(body);
+    res.json(body ?? finishedResponse(frame, outcome));
   });
 
   router.get('/v1/responses/:response_id', async (req, res) => {
@@ -99,15 +104,11 @@ export function createResponsesRouter(deps: ResponsesRouterDeps): Router {
   return router;
 }
 
+/** The stored record of a turn's response (undefined with `store: false`). */
+type RecordOf = (body: ResponseObject, outcome: TurnOutcome) => NewResponseRecord | undefined;
+
 /** One streamed response: its events as the turn produces them. */
-async function streamResponse(
-  supervisor: Supervisor,
-  turn: TurnRequest,
-  frame: ResponseFrame,
-  res: Response,
-  signal: AbortSignal,
-  keep: (body: Record<string, unknown>, sessionId: string, historyHash: string) => Promise<void>,
-): Promise<void> {
+async function streamResponse(supervisor: Supervisor, turn: TurnRequest, frame: ResponseFrame, res: Response, signal: AbortSignal, recordOf: RecordOf): Promise<void> {
   const sse = new SseWriter(res);
   const events = new ResponseEventStream(sse, frame);
   const { handlers, begin } = streamingHandlers(sse, res, signal, {
@@ -116,13 +117,16 @@ async function streamResponse(
     toolCall: (delta) => events.toolCall(delta),
     toolActivity: (activity) => events.toolActivity(activity),
   });
-  try {
-    const outcome = await supervisor.runTurn(turn, handlers);
-    if (signal.aborted) return;
+  let body: ResponseObject | undefined;
+  // The items are closed once the turn ended, before its end is stored; `response.completed` waits for the commit.
+  const close = (outcome: TurnOutcome) => {
     begin();
-    const body = events.close(outcome);
-    await keep(body, outcome.sessionId, outcome.historyHash);
-    events.end(body);
+    return (body ??= events.close(outcome));
+  };
+  try {
+    const outcome = await supervisor.runTurn({ ...turn, responseRecord: (ended) => recordOf(close(ended), ended) }, handlers);
+    if (signal.aborted) return;
+    events.end(close(outcome));
   } catch (error) {
     if (!sse.isStarted) throw error;
     // Mid-stream, the error goes in the stream.

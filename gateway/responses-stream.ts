@@ -11,11 +11,9 @@ import {
   responseUsage,
   type OutputIds,
   type ResponseFrame,
+  type ResponseObject,
 } from './responses-format.js';
 import type { SseWriter } from './sse-writer.js';
-
-/** A response object. */
-type ResponseObject = ReturnType<typeof responseBody>;
 
 /** A client function call as it streams in. */
 type StreamedCall = { itemId: string; outputIndex: number; id: string; name: string; arguments: string };

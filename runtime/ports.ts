@@ -53,9 +53,11 @@ export type ResponseRecord = {
   createdAt: Date;
 };
 
-/** Stored responses of the Responses API. */
+/** A response before it is stored. */
+export type NewResponseRecord = Omit<ResponseRecord, 'createdAt'>;
+
+/** Stored responses of the Responses API (stored with their turn's end: see `SessionStore.completeTurn`). */
 export interface ResponseStore {
-  put(record: Omit<ResponseRecord, 'createdAt'>): Promise<void>;
   get(id: string): Promise<ResponseRecord | undefined>;
   /** The newest response of a session after which its history hash was `historyHash`, if any. */
   findEndingAt(sessionId: string, historyHash: string): Promise<ResponseRecord | undefined>;
@@ -178,10 +180,12 @@ export interface SessionStore {
    * is stored only while the session is live and its stored transition count is below the
    * progress's, so a retry of a turn that did commit does not log its transitions twice.
    * With a `fence`, the snapshot is stored only while the lease is still the one the turn
-   * ran under (the records are stored either way: they were acknowledged). Returns whether
-   * the snapshot was stored (false: the session is deleted or the lease moved on).
+   * ran under (the records are stored either way: they were acknowledged). `response`, the
+   * Responses API's record of the turn, is stored in the same statement, as the records are
+   * (a retry that finds it stored leaves it). Returns whether the snapshot was stored (false:
+   * the session is deleted or the lease moved on).
    */
-  completeTurn(sessionId: string, records: NewConversationRecord[], progress: SessionProgress, fence?: LeaseFence): Promise<boolean>;
+  completeTurn(sessionId: string, records: NewConversationRecord[], progress: SessionProgress, fence?: LeaseFence, response?: NewResponseRecord): Promise<boolean>;
   /**
    * A page of sessions, most recently active first, optionally of one user. `after` is the
    * previous page's `next`: the exact last activity and id of its last session, so sessions

@@ -1,26 +1,10 @@
 import type { Kysely, Selectable } from 'kysely';
 import type { ResponseRecord, ResponseStore } from '../runtime/ports.js';
 import type { DatabaseSchema, ResponsesTable } from './database-schema.js';
-import { toJsonText } from './json-text.js';
 
-/** The responses table behind the runtime's ResponseStore port. */
+/** The responses table behind the runtime's ResponseStore port (a response is stored with its turn's end: see the session repository). */
 export function createResponseRepository(db: Kysely<DatabaseSchema>): ResponseStore {
   return {
-    async put(record) {
-      await db
-        .insertInto('responses')
-        .values({
-          id: record.id,
-          user_id: record.userId,
-          session_id: record.sessionId,
-          previous_response_id: record.previousResponseId,
-          history_hash: record.historyHash,
-          body: toJsonText(record.body),
-          input: toJsonText(record.input),
-        })
-        .execute();
-    },
-
     async get(id) {
       const row = await db.selectFrom('responses').selectAll().where('id', '=', id).executeTakeFirst();
       return row && toRecord(row);

@@ -1,6 +1,6 @@
 import { CompiledQuery, sql } from 'kysely';
 import type { Kysely, Selectable } from 'kysely';
-import type { LeaseFence, NewConversationRecord, NewSession, SessionCursor, SessionMetadata, SessionPage, SessionProgress, SessionRecord, SessionStore, StoredTransition } from '../runtime/ports.js';
+import type { LeaseFence, NewConversationRecord, NewResponseRecord, NewSession, SessionCursor, SessionMetadata, SessionPage, SessionProgress, SessionRecord, SessionStore, StoredTransition } from '../runtime/ports.js';
 import { insertRecordColumns, recordColumns } from './conversation-repository.js';
 import { GroupCommit } from './group-commit.js';
 import { hotStatement } from './prepared-statements.js';
@@ -44,6 +44,12 @@ const COMPLETE_TURNS = hotStatement(`with turn as (
     order by log.position
   ), stored as (
     ${insertRecordColumns(9)}
+  ), kept as (
+    insert into responses (id, user_id, session_id, previous_response_id, history_hash, body, input)
+    select id, user_id, session_id, previous_response_id, history_hash, body, input
+    from jsonb_to_recordset($13::jsonb)
+      as kept(id varchar, user_id varchar, session_id varchar, previous_response_id varchar, history_hash text, body jsonb, input jsonb)
+    on conflict (id) do nothing
   )
   update sessions set snapshot = turn.snapshot::jsonb, current_state = turn.current_state, transitions = turn.transitions,
     history_hash = turn.history_hash, last_active = now()
@@ -65,7 +71,7 @@ const CREATE_SESSION = `with session as (
   select * from session`;
 
 /** The end of one turn, as `completeTurn` is given it. */
-type TurnEnd = { sessionId: string; records: NewConversationRecord[]; progress: SessionProgress; fence?: LeaseFence };
+type TurnEnd = { sessionId: string; records: NewConversationRecord[]; progress: SessionProgress; fence?: LeaseFence; response?: NewResponseRecord };
 
 /** The parameters of `COMPLETE_TURNS` for turn ends of distinct sessions. */
 function turnEndParameters(ends: TurnEnd[]): unknown[] {
@@ -82,7 +88,21 @@ function turnEndParameters(ends: TurnEnd[]): unknown[] {
     ends.map((end) => end.fence?.generation ?? null),
     JSON.stringify(log),
     ...recordColumns(ends.flatMap((end) => end.records)),
+    toJsonText(ends.flatMap(({ response }) => (response ? [responseRow(response)] : []))),
   ];
+}
+
+/** A response as a row of the `responses` table, for `jsonb_to_recordset`. */
+function responseRow(response: NewResponseRecord) {
+  return {
+    id: response.id,
+    user_id: response.userId,
+    session_id: response.sessionId,
+    previous_response_id: response.previousResponseId,
+    history_hash: response.historyHash,
+    body: response.body,
+    input: response.input,
+  };
 }
 
 /** The sessions table behind the runtime's SessionStore port. */
@@ -97,8 +117,8 @@ export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStor
     (end) => end.sessionId,
   );
 
-  function completeTurn(sessionId: string, records: NewConversationRecord[], progress: SessionProgress, fence?: LeaseFence): Promise<boolean> {
-    return turnEnds.run({ sessionId, records, progress, fence });
+  function completeTurn(sessionId: string, records: NewConversationRecord[], progress: SessionProgress, fence?: LeaseFence, response?: NewResponseRecord): Promise<boolean> {
+    return turnEnds.run({ sessionId, records, progress, fence, response });
   }
 
   return {

@@ -151,7 +151,8 @@ export class TurnRunner {
       };
       const fence = this.deps.leases ? { holder: this.deps.leases.holder, generation: plan.generation } : undefined;
       const ended = [...activity, ...replyTurns];
-      await store.persistEnd(sessionId, ended, request.userId, progress, fence);
+      const response = answered ? request.responseRecord?.({ ...outcome, historyHash: progress.historyHash }) : undefined;
+      await store.persistEnd(sessionId, ended, request.userId, progress, fence, response);
       const recent = plan.recent && [...plan.recent, ...plan.toStore, ...ended].slice(-settings.shortTermTurns);
       this.cache.remember(sessionId, { ...session, ...progress, lastActive: new Date() }, recent);
       if (turn.authError) throw turn.authError;

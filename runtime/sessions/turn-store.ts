@@ -1,5 +1,5 @@
 import type { EventBus } from '../observability/event-bus.js';
-import type { ConversationStore, LeaseFence, NewConversationRecord, SessionProgress, SessionRecord, SessionStore } from '../ports.js';
+import type { ConversationStore, LeaseFence, NewConversationRecord, NewResponseRecord, SessionProgress, SessionRecord, SessionStore } from '../ports.js';
 import { databaseUnavailable, ServiceError } from '../service-error.js';
 import type { Turn } from './conversation-history.js';
 import type { DurableWriter } from './durable-writer.js';
@@ -55,14 +55,15 @@ export class TurnStore {
   }
 
   /**
-   * Stores the end of a turn: its turns and the session's progress, in one statement,
-   * through the durable writer. The turn waits for the commit up to `writeWaitMs`; past
-   * that (the reply is already on its way) it ends while the write keeps retrying in order.
+   * Stores the end of a turn: its turns, the session's progress and the turn's response (the
+   * Responses API's, if any), in one statement, through the durable writer. The turn waits
+   * for the commit up to `writeWaitMs`; past that (the reply is already on its way) it ends
+   * while the write keeps retrying in order.
    */
-  async persistEnd(sessionId: string, turns: Turn[], userId: string, progress: SessionProgress, fence?: LeaseFence): Promise<void> {
+  async persistEnd(sessionId: string, turns: Turn[], userId: string, progress: SessionProgress, fence?: LeaseFence, response?: NewResponseRecord): Promise<void> {
     const unstored = this.unstoredRecords(sessionId, userId, turns);
     const write = this.deps.writer.write(sessionId, 'store the reply and the session snapshot', async () => {
-      const stored = await this.deps.sessions.completeTurn(sessionId, await unstored(), progress, fence);
+      const stored = await this.deps.sessions.completeTurn(sessionId, await unstored(), progress, fence, response);
       // Another process took the session while this write waited (its lease lapsed in a
       // database outage): its snapshot stands, and the actor here is stale.
       if (!stored && fence) this.deps.onFenceLost(sessionId);

@@ -1,6 +1,6 @@
 import type { ChatMessage, GenerationParams, ToolCall, ToolDefinition, Usage } from '../chat-types.js';
 import type { ToolCallDelta } from '../llm/llm-client.js';
-import type { SessionRecord } from '../ports.js';
+import type { NewResponseRecord, SessionRecord } from '../ports.js';
 import type { ToolCallResult } from '../tools/tool-runner.js';
 import type { Turn } from './conversation-history.js';
 
@@ -22,6 +22,12 @@ export type TurnRequest = {
   params: GenerationParams;
   /** Tools the client runs itself: their calls are returned to it, not run here. */
   clientTools?: ToolDefinition[];
+  /**
+   * The Responses API's record of the turn, made from how it ended (undefined: none to keep).
+   * It is stored in the same write as the turn's end, so it costs no round trip of its own;
+   * a turn that ends unanswered stores none.
+   */
+  responseRecord?: (outcome: TurnOutcome) => NewResponseRecord | undefined;
 };
 
 /** Where a turn's answer goes while it is produced. */

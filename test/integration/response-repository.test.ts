@@ -1,46 +1,75 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
-import type { ResponseStore } from '../../runtime/ports.js';
-import { createResponseRepository, migrateToLatest } from '../../storage/index.js';
+import type { NewResponseRecord, ResponseStore, SessionProgress, SessionStore } from '../../runtime/ports.js';
+import { createResponseRepository, createSessionRepository, migrateToLatest } from '../../storage/index.js';
 import { databaseTargets } from '../support/databases.js';
 import type { TestDatabase } from '../support/databases.js';
+
+/** A turn's progress ending at `historyHash`. */
+function progressTo(historyHash: string): SessionProgress {
+  return { snapshot: { value: 'idle' }, currentState: 'idle', transitions: 1, historyHash };
+}
 
 for (const target of databaseTargets()) {
   describe(`createResponseRepository on ${target.name}`, () => {
     let database: TestDatabase;
-    let store: ResponseStore;
+    let responses: ResponseStore;
+    let sessions: SessionStore;
 
     before(async () => {
       database = await target.open({ vector: false });
       await migrateToLatest(database, { vector: false, embeddingDimensions: 3 });
-      store = createResponseRepository(database.db);
+      responses = createResponseRepository(database.db);
+      sessions = createSessionRepository(database.db);
     });
     after(async () => {
       await database?.close();
     });
 
-    it('gives back a stored response as it was put, its JSON parsed and a creation time added', async () => {
-      const id = `resp_${randomUUID().replaceAll('-', '')}`;
-      const body = { id, object: 'response', output: [{ type: 'message', content: [{ type: 'output_text', text: 'Echo: \u{1F600} "quoted"' }] }], metadata: { a: '1' } };
+    /** Stores `response` with a turn's end in a new session of alice, as the turn path does. */
+    async function storeWithTurn(fields: Partial<NewResponseRecord> & { historyHash: string }): Promise<NewResponseRecord> {
+      const sessionId = fields.sessionId ?? `s-${randomUUID()}`;
+      await sessions.claim(sessionId, 'alice');
+      const response: NewResponseRecord = { id: `resp_${randomUUID().replaceAll('-', '')}`, userId: 'alice', sessionId, previousResponseId: null, body: {}, input: [], ...fields };
+      await sessions.completeTurn(sessionId, [{ userId: 'alice', sessionId, role: 'user', message: 'hi' }], progressTo(fields.historyHash), undefined, response);
+      return response;
+    }
+
+    it("gives back a response stored with its turn's end as it was, its JSON parsed and a creation time added", async () => {
+      const body = { object: 'response', output: [{ type: 'message', content: [{ type: 'output_text', text: 'Echo: \u{1F600} "quoted"' }] }], metadata: { a: '1' } };
       const input = [{ id: 'msg_1', type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi' }] }];
-      await store.put({ id, userId: 'alice', sessionId: 's-1', previousResponseId: 'resp_before', historyHash: 'h1', body, input });
-      const stored = await store.get(id);
-      expect(stored).to.deep.include({ id, userId: 'alice', sessionId: 's-1', previousResponseId: 'resp_before', historyHash: 'h1', body, input });
+      const response = await storeWithTurn({ previousResponseId: 'resp_before', historyHash: 'h1', body, input });
+      const stored = await responses.get(response.id);
+      expect(stored).to.deep.include(response);
       expect(stored!.createdAt).to.be.instanceOf(Date);
     });
 
+    it('stores a response once when the end of its turn is written again (a retry after a lost acknowledgement)', async () => {
+      const response = await storeWithTurn({ historyHash: 'h-retry', body: { n: 1 } });
+      await sessions.completeTurn(response.sessionId, [], progressTo('h-retry'), undefined, { ...response, body: { n: 2 } });
+      const rows = await database.db.selectFrom('responses').select('body').where('id', '=', response.id).execute();
+      expect(rows).to.deep.equal([{ body: { n: 1 } }]);
+    });
+
     it('stores a lone surrogate of a reply as U+FFFD instead of failing the write', async () => {
-      const id = `resp_${randomUUID().replaceAll('-', '')}`;
-      await store.put({ id, userId: 'alice', sessionId: 's-2', previousResponseId: null, historyHash: 'h', body: { text: 'a\ud800b' }, input: [] });
-      expect((await store.get(id))!.body).to.deep.equal({ text: 'a\uFFFDb' });
+      const response = await storeWithTurn({ historyHash: 'h', body: { text: 'a\ud800b' } });
+      expect((await responses.get(response.id))!.body).to.deep.equal({ text: 'a\uFFFDb' });
+    });
+
+    it('finds the newest response of a session that ended at a history hash, and none of another session or hash', async () => {
+      const sessionId = `s-${randomUUID()}`;
+      await storeWithTurn({ sessionId, historyHash: 'after-1' });
+      const newest = await storeWithTurn({ sessionId, historyHash: 'after-2' });
+      expect((await responses.findEndingAt(sessionId, 'after-2'))?.id).to.equal(newest.id);
+      expect(await responses.findEndingAt(sessionId, 'after-3')).to.equal(undefined);
+      expect(await responses.findEndingAt(`s-${randomUUID()}`, 'after-2')).to.equal(undefined);
     });
 
     it('deletes a response once: the second delete and a later get find nothing', async () => {
-      const id = `resp_${randomUUID().replaceAll('-', '')}`;
-      await store.put({ id, userId: 'alice', sessionId: 's-3', previousResponseId: null, historyHash: 'h', body: {}, input: [] });
-      expect(await store.remove(id)).to.equal(true);
-      expect(await store.remove(id)).to.equal(false);
-      expect(await store.get(id)).to.equal(undefined);
+      const response = await storeWithTurn({ historyHash: 'h' });
+      expect(await responses.remove(response.id)).to.equal(true);
+      expect(await responses.remove(response.id)).to.equal(false);
+      expect(await responses.get(response.id)).to.equal(undefined);
     });
   });
 }
