@@ -24,13 +24,14 @@ type ContinuationDeps = { responses: ResponseStore; sessions: SessionStore };
  * response of another user does not exist for this one.
  */
 export async function continuationOf(deps: ContinuationDeps, userId: string, previousId: string): Promise<Continuation> {
-  const previous = await ownResponse(deps.responses, userId, previousId, 'previous_response_id');
-  const session = await deps.sessions.get(previous.sessionId);
-  if (!session || session.deletedAt) {
+  const end = await deps.responses.endOf(previousId);
+  if (!end || end.userId !== userId) throw responseNotFound(previousId, 'previous_response_id');
+  if (!end.sessionLive) {
     throw new ServiceError('GONE', `the session of response '${previousId}' was deleted: it cannot be continued`, { param: 'previous_response_id' });
   }
-  if (session.historyHash === previous.historyHash) return { sessionHint: session.sessionId, history: [], previousResponseId: previous.id };
-  return { history: await historyUpTo(deps.responses, previous), previousResponseId: previous.id };
+  if (end.sessionHistoryHash === end.historyHash) return { sessionHint: end.sessionId, history: [], previousResponseId: previousId };
+  const previous = await ownResponse(deps.responses, userId, previousId, 'previous_response_id');
+  return { history: await historyUpTo(deps.responses, previous), previousResponseId: previousId };
 }
 
 /**
@@ -46,10 +47,13 @@ export async function conversationContinuation(deps: ContinuationDeps, userId: s
 /** A user's stored response; 404 naming `param` when there is none or it is another user's. */
 export async function ownResponse(responses: ResponseStore, userId: string, id: string, param?: string): Promise<ResponseRecord> {
   const record = await responses.get(id);
-  if (!record || record.userId !== userId) {
-    throw new ServiceError('NOT_FOUND', `Response with id '${id}' not found.`, param ? { param } : {});
-  }
+  if (!record || record.userId !== userId) throw responseNotFound(id, param);
   return record;
+}
+
+/** The 404 of a response that does not exist for the caller. */
+function responseNotFound(id: string, param?: string): ServiceError {
+  return new ServiceError('NOT_FOUND', `Response with id '${id}' not found.`, param ? { param } : {});
 }
 
 /** The messages of a chain of responses, oldest first: each one's input, then its output. */

@@ -53,12 +53,20 @@ export type ResponseRecord = {
   createdAt: Date;
 };
 
+/** Where a stored response ended, and where its session is now (`sessionLive` false: its session is deleted or gone). */
+export type ResponseEnd = Pick<ResponseRecord, 'id' | 'userId' | 'sessionId' | 'historyHash'> & { sessionLive: boolean; sessionHistoryHash: string | null };
+
 /** A response before it is stored. */
 export type NewResponseRecord = Omit<ResponseRecord, 'createdAt'>;
 
 /** Stored responses of the Responses API (stored with their turn's end: see `SessionStore.completeTurn`). */
 export interface ResponseStore {
   get(id: string): Promise<ResponseRecord | undefined>;
+  /**
+   * Where a response ended, without its body: its owner, its session, and whether that
+   * session is live and at which history hash now, in one read.
+   */
+  endOf(id: string): Promise<ResponseEnd | undefined>;
   /** The newest response of a session after which its history hash was `historyHash`, if any. */
   findEndingAt(sessionId: string, historyHash: string): Promise<ResponseRecord | undefined>;
   /** Deletes a response; false when there was none. */

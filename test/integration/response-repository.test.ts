@@ -65,6 +65,17 @@ for (const target of databaseTargets()) {
       expect(await responses.findEndingAt(`s-${randomUUID()}`, 'after-2')).to.equal(undefined);
     });
 
+    it("tells where a response ended and where its session is now, in one read; a deleted session is not live", async () => {
+      const sessionId = `s-${randomUUID()}`;
+      const first = await storeWithTurn({ sessionId, historyHash: 'end-1' });
+      expect(await responses.endOf(first.id)).to.deep.equal({ id: first.id, userId: 'alice', sessionId, historyHash: 'end-1', sessionLive: true, sessionHistoryHash: 'end-1' });
+      await storeWithTurn({ sessionId, historyHash: 'end-2' });
+      expect(await responses.endOf(first.id)).to.deep.include({ historyHash: 'end-1', sessionLive: true, sessionHistoryHash: 'end-2' });
+      await sessions.markDeleted(sessionId);
+      expect(await responses.endOf(first.id)).to.deep.include({ sessionLive: false });
+      expect(await responses.endOf('resp_unknown')).to.equal(undefined);
+    });
+
     it('deletes a response once: the second delete and a later get find nothing', async () => {
       const response = await storeWithTurn({ historyHash: 'h' });
       expect(await responses.remove(response.id)).to.equal(true);
