@@ -2,7 +2,7 @@ import type { ChatMessage } from '../runtime/chat-types.js';
 import type { ResponseRecord, ResponseStore, SessionStore } from '../runtime/ports.js';
 import { ServiceError } from '../runtime/service-error.js';
 import { liveConversation } from './conversation-lookup.js';
-import { itemsAsMessages, type InputItem } from './responses-request.js';
+import { conversationIdOf, itemsAsMessages, type InputItem, type ResponsesRequest } from './responses-request.js';
 
 /** Most responses walked back to rebuild the history a branch starts from. */
 const MAX_CHAIN = 1_000;
@@ -12,10 +12,24 @@ const MAX_CHAIN = 1_000;
  * context, or, without one, a branch with the history it resends; and the response it follows
  * (the chain a later branch rebuilds its history from).
  */
-export type Continuation = { sessionHint?: string; history: ChatMessage[]; previousResponseId: string | null };
+export type Continuation = {
+  sessionHint?: string;
+  /** The history hash the session must still be at (continuing its newest response): see `TurnRequest.continuesAt`. */
+  continuesAt?: string;
+  history: ChatMessage[];
+  previousResponseId: string | null;
+};
 
 /** What resolving a continuation reads. */
 type ContinuationDeps = { responses: ResponseStore; sessions: SessionStore };
+
+/** Where a request continues from: its `previous_response_id`, its `conversation`, or nowhere (a new session). */
+export function continuationFor(deps: ContinuationDeps, userId: string, request: ResponsesRequest): Promise<Continuation | undefined> {
+  if (request.previous_response_id) return continuationOf(deps, userId, request.previous_response_id);
+  const conversationId = conversationIdOf(request);
+  if (conversationId !== undefined) return conversationContinuation(deps, userId, conversationId);
+  return Promise.resolve(undefined);
+}
 
 /**
  * Resolves `previous_response_id` for a user. The newest response of its session continues
@@ -29,7 +43,7 @@ export async function continuationOf(deps: ContinuationDeps, userId: string, pre
   if (!end.sessionLive) {
     throw new ServiceError('GONE', `the session of response '${previousId}' was deleted: it cannot be continued`, { param: 'previous_response_id' });
   }
-  if (end.sessionHistoryHash === end.historyHash) return { sessionHint: end.sessionId, history: [], previousResponseId: previousId };
+  if (end.sessionHistoryHash === end.historyHash) return { sessionHint: end.sessionId, continuesAt: end.historyHash, history: [], previousResponseId: previousId };
   const previous = await ownResponse(deps.responses, userId, previousId, 'previous_response_id');
   return { history: await historyUpTo(deps.responses, previous), previousResponseId: previousId };
 }

@@ -1,7 +1,7 @@
 import { Router, type Request, type Response } from 'express';
 import type { ChatMessage } from '../runtime/chat-types.js';
 import type { NewResponseRecord, ResponseStore, SessionStore } from '../runtime/ports.js';
-import { ServiceError } from '../runtime/service-error.js';
+import { isServiceError, ServiceError } from '../runtime/service-error.js';
 import type { Supervisor, TurnOutcome, TurnRequest } from '../runtime/sessions/supervisor.js';
 import { userOf } from './acting-user.js';
 import { admitTurn, streamingHandlers, type ChatRouteDeps } from './chat-route.js';
@@ -9,8 +9,8 @@ import { finishedResponse, newItemId, type ResponseFrame, type ResponseObject } 
 import { ResponseEventStream } from './responses-stream.js';
 import { SseWriter } from './sse-writer.js';
 import { toServiceError } from './error-handler.js';
-import { continuationOf, conversationContinuation, ownResponse } from './responses-history.js';
-import { clientToolsOf, conversationIdOf, inputItemRecords, inputMessages, parseResponsesRequest } from './responses-request.js';
+import { continuationFor, ownResponse, type Continuation } from './responses-history.js';
+import { clientToolsOf, inputItemRecords, inputMessages, parseResponsesRequest, type ResponsesRequest } from './responses-request.js';
 import { unixNow } from './completion-format.js';
 import type { UsageLimiter } from './usage-limits.js';
 
@@ -38,50 +38,19 @@ export function createResponsesRouter(deps: ResponsesRouterDeps): Router {
   router.post('/v1/responses', async (req, res) => {
     const request = parseResponsesRequest(req.body, { maxMessages: deps.maxMessages });
     const userId = userOf(req, res, deps.defaults.userId);
-    const conversationId = conversationIdOf(request);
-    const continuation = request.previous_response_id
-      ? await continuationOf(deps, userId, request.previous_response_id)
-      : conversationId !== undefined
-        ? await conversationContinuation(deps, userId, conversationId)
-        : undefined;
-    // The instructions go after the agent's system prompt, as a client's system message does.
-    const instructions: ChatMessage[] = request.instructions ? [{ role: 'system', content: request.instructions }] : [];
-    const turn: TurnRequest = {
-      userId,
-      sessionHint: continuation?.sessionHint,
-      messages: [...instructions, ...(continuation?.history ?? []), ...inputMessages(request)],
-      clientTools: clientToolsOf(request),
-      params: {
-        model: deps.defaults.llmModel,
-        temperature: request.temperature ?? deps.defaults.temperature,
-        max_tokens: request.max_output_tokens ?? deps.defaults.maxTokens,
-      },
-    };
+    const continuation = await continuationFor(deps, userId, request);
     const signal = await admitTurn(deps.limiter, userId, res);
     if (!signal) return;
     const frame: ResponseFrame = { id: newItemId('resp'), createdAt: unixNow(), request, store: request.store ?? true };
-    // Stored with the turn's end, before the client has it, so that it can be continued as soon as it arrives.
-    const recordOf: RecordOf = (body, outcome) =>
-      frame.store
-        ? {
-            id: frame.id,
-            userId,
-            sessionId: outcome.sessionId,
-            previousResponseId: continuation?.previousResponseId ?? null,
-            historyHash: outcome.historyHash,
-            body,
-            input: inputItemRecords(request, newItemId),
-          }
-        : undefined;
-    if (request.stream) {
-      await streamResponse(deps.supervisor, turn, frame, res, signal, recordOf);
-      return;
+    const turn = { deps, request, userId, frame, res, signal };
+    try {
+      await answerTurn({ ...turn, continuation });
+    } catch (error) {
+      // Another turn continued the same response first (checked under the session's lock, before
+      // anything was stored or sent): this one now branches from it, as an edited history does.
+      if (!isServiceError(error) || error.code !== 'SESSION_CONFLICT' || res.headersSent) throw error;
+      await answerTurn({ ...turn, continuation: await continuationFor(deps, userId, request) });
     }
-    let body: ResponseObject | undefined;
-    const responseRecord = (ended: TurnOutcome) => recordOf((body = finishedResponse(frame, ended)), ended);
-    const outcome = await deps.supervisor.runTurn({ ...turn, responseRecord }, { signal, onSessionReady: (sessionId) => res.set('X-Session-ID', sessionId) });
-    if (signal.aborted) return;
-    res.json(body ?? finishedResponse(frame, outcome));
   });
 
   router.get('/v1/responses/:response_id', async (req, res) => {
@@ -102,6 +71,57 @@ export function createResponsesRouter(deps: ResponsesRouterDeps): Router {
   });
 
   return router;
+}
+
+/** One turn of the Responses API, from its continuation to its answer. */
+type ResponseTurn = {
+  deps: ResponsesRouterDeps;
+  request: ResponsesRequest;
+  userId: string;
+  frame: ResponseFrame;
+  continuation: Continuation | undefined;
+  res: Response;
+  signal: AbortSignal;
+};
+
+/** Runs the turn of a response and answers it, as JSON or as a stream of events. */
+async function answerTurn({ deps, request, userId, frame, continuation, res, signal }: ResponseTurn): Promise<void> {
+  // The instructions go after the agent's system prompt, as a client's system message does.
+  const instructions: ChatMessage[] = request.instructions ? [{ role: 'system', content: request.instructions }] : [];
+  const turn: TurnRequest = {
+    userId,
+    sessionHint: continuation?.sessionHint,
+    continuesAt: continuation?.continuesAt,
+    messages: [...instructions, ...(continuation?.history ?? []), ...inputMessages(request)],
+    clientTools: clientToolsOf(request),
+    params: {
+      model: deps.defaults.llmModel,
+      temperature: request.temperature ?? deps.defaults.temperature,
+      max_tokens: request.max_output_tokens ?? deps.defaults.maxTokens,
+    },
+  };
+  // Stored with the turn's end, before the client has it, so that it can be continued as soon as it arrives.
+  const recordOf: RecordOf = (body, outcome) =>
+    frame.store
+      ? {
+          id: frame.id,
+          userId,
+          sessionId: outcome.sessionId,
+          previousResponseId: continuation?.previousResponseId ?? null,
+          historyHash: outcome.historyHash,
+          body,
+          input: inputItemRecords(request, newItemId),
+        }
+      : undefined;
+  if (request.stream) {
+    await streamResponse(deps.supervisor, turn, frame, res, signal, recordOf);
+    return;
+  }
+  let body: ResponseObject | undefined;
+  const responseRecord = (ended: TurnOutcome) => recordOf((body = finishedResponse(frame, ended)), ended);
+  const outcome = await deps.supervisor.runTurn({ ...turn, responseRecord }, { signal, onSessionReady: (sessionId) => res.set('X-Session-ID', sessionId) });
+  if (signal.aborted) return;
+  res.json(body ?? finishedResponse(frame, outcome));
 }
 
 /** The stored record of a turn's response (undefined with `store: false`). */

@@ -44,6 +44,9 @@ export async function planTurn(
   if (session.deletedAt) {
     throw new ServiceError('GONE', `session ${sessionId} was deleted and cannot be continued`, { param: 'session_id' });
   }
+  if (request.continuesAt !== undefined && session.historyHash !== request.continuesAt) {
+    throw new ServiceError('SESSION_CONFLICT', `session ${sessionId} has moved on from the turn this one continues`, { param: 'session_id' });
+  }
   const { prefix, tail, prefixHash } = conversation;
   const tailTurns = tail.map(toTurn);
   const isNew = session.historyHash === null || conversation.forceNew === true;

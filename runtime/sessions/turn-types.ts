@@ -18,6 +18,12 @@ export type TurnRequest = {
   userId: string;
   /** The session the client named (X-Session-ID or session_id), if any. */
   sessionHint?: string;
+  /**
+   * The history hash the named session must be at for this turn (the Responses API continuing
+   * a session's newest response). Checked under the session's lock: of two turns continuing
+   * the same point, the second fails with SESSION_CONFLICT before anything is stored.
+   */
+  continuesAt?: string;
   messages: ChatMessage[];
   params: GenerationParams;
   /** Tools the client runs itself: their calls are returned to it, not run here. */

@@ -96,6 +96,28 @@ for (const target of serviceStorageTargets()) {
       expect(await sessionOf(after.id)).to.equal(await sessionOf(branch.id));
     });
 
+    it('continues the newest response once when two requests continue it at the same time: the other branches from it', async () => {
+      const first = await client.responses.create({ model: 'svc-agent', input: 'start' });
+      llm.script({ match: { lastUserIncludes: 'at once' }, reply: { content: 'slow answer', delayMs: 300 }, times: 2 });
+      const [left, right] = await Promise.all(
+        ['left at once', 'right at once'].map((input) => client.responses.create({ model: 'svc-agent', input, previous_response_id: first.id })),
+      );
+      const sessionOf = async (id: string) => (await harness.service.database.db.selectFrom('responses').select('session_id').where('id', '=', id).executeTakeFirstOrThrow()).session_id;
+      const sessions = [await sessionOf(first.id), await sessionOf(left!.id), await sessionOf(right!.id)];
+      // One went on in the first session; the other is a session of its own.
+      expect(sessions.filter((session) => session === sessions[0])).to.have.length(2);
+      expect(new Set(sessions).size).to.equal(2);
+      // Each turn's LLM saw the history up to the first response, then its own input only.
+      const contexts = llm.requests.filter((request) => request.kind === 'chat').slice(-2).map((request) => request.body.messages!.slice(1).map((message) => String(message.content)));
+      expect(contexts.map((context) => context.slice(0, 2))).to.deep.equal([
+        ['start', 'Echo: start'],
+        ['start', 'Echo: start'],
+      ]);
+      expect(contexts.map((context) => context.slice(2)).sort()).to.deep.equal([['left at once'], ['right at once']]);
+      const transcript = await harness.service.database.db.selectFrom('conversations').select('message').where('session_id', '=', sessions[0]!).orderBy('id').execute();
+      expect(transcript).to.have.length(4);
+    });
+
     it('retrieves, lists the input items of, and deletes a response; after the delete it is gone', async () => {
       const created = await client.responses.create({
         model: 'svc-agent',
