@@ -1,12 +1,15 @@
-import { randomBytes } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { ToolCall, Usage } from '../runtime/chat-types.js';
 import type { TurnOutcome, TurnStep } from '../runtime/sessions/supervisor.js';
 import type { ToolCallResult } from '../runtime/tools/tool-runner.js';
 import { conversationIdOf, type ResponsesRequest } from './responses-request.js';
 
-/** An id of the Responses API: its prefix (`resp`, `msg`, `fc`) and 48 random hexadecimal characters. */
+/**
+ * An id of the Responses API: its prefix (`resp`, `msg`, `fc`) and 48 random hexadecimal
+ * characters, from two UUIDs (drawn from Node's buffered entropy, not a system call per id).
+ */
 export function newItemId(prefix: string): string {
-  return `${prefix}_${randomBytes(24).toString('hex')}`;
+  return `${prefix}_${`${randomUUID()}${randomUUID()}`.replaceAll('-', '').slice(0, 48)}`;
 }
 
 /**
