@@ -1,39 +1,47 @@
 import { CompiledQuery, type Kysely, type Selectable } from 'kysely';
+import { GroupCommit } from './group-commit.js';
 import { hotStatement } from './prepared-statements.js';
-import type { ResponseRecord, ResponseStore } from '../runtime/ports.js';
+import type { ResponseEnd, ResponseRecord, ResponseStore } from '../runtime/ports.js';
 import type { DatabaseSchema, ResponsesTable } from './database-schema.js';
 
 /**
- * A response's end and its session's state now: what continuing it needs, read on every
- * `previous_response_id`, so prepared and without the response's body.
+ * Responses' ends and their sessions' state now: what continuing one needs, read on every
+ * `previous_response_id`, so prepared, batched and without the responses' bodies.
  */
-const END_OF_RESPONSE = hotStatement(`select responses.id, responses.user_id, responses.session_id, responses.history_hash,
+const ENDS_OF_RESPONSES = hotStatement(`select responses.id, responses.user_id, responses.session_id, responses.history_hash,
     sessions.deleted_at is null and sessions.session_id is not null as session_live, sessions.history_hash as session_history_hash
   from responses left join sessions on sessions.session_id = responses.session_id
-  where responses.id = $1`);
+  where responses.id = any($1::varchar[])`);
 
 type EndRow = { id: string; user_id: string; session_id: string; history_hash: string; session_live: boolean; session_history_hash: string | null };
 
+function toEnd(row: EndRow): ResponseEnd {
+  return {
+    id: row.id,
+    userId: row.user_id,
+    sessionId: row.session_id,
+    historyHash: row.history_hash,
+    sessionLive: row.session_live,
+    sessionHistoryHash: row.session_history_hash,
+  };
+}
+
 /** The responses table behind the runtime's ResponseStore port (a response is stored with its turn's end: see the session repository). */
 export function createResponseRepository(db: Kysely<DatabaseSchema>): ResponseStore {
+  // The reads of concurrent turns go together, as their writes do (one round trip for all).
+  const ends = new GroupCommit<string, ResponseEnd | undefined>(async (ids) => {
+    const { rows } = await db.executeQuery<EndRow>(CompiledQuery.raw(ENDS_OF_RESPONSES, [ids]));
+    const byId = new Map(rows.map((row) => [row.id, toEnd(row)]));
+    return ids.map((id) => byId.get(id));
+  });
   return {
     async get(id) {
       const row = await db.selectFrom('responses').selectAll().where('id', '=', id).executeTakeFirst();
       return row && toRecord(row);
     },
 
-    async endOf(id) {
-      const { rows } = await db.executeQuery<EndRow>(CompiledQuery.raw(END_OF_RESPONSE, [id]));
-      const row = rows[0];
-      if (!row) return undefined;
-      return {
-        id: row.id,
-        userId: row.user_id,
-        sessionId: row.session_id,
-        historyHash: row.history_hash,
-        sessionLive: row.session_live,
-        sessionHistoryHash: row.session_history_hash,
-      };
+    endOf(id) {
+      return ends.run(id);
     },
 
     async findEndingAt(sessionId, historyHash) {
