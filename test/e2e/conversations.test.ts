@@ -2,28 +2,11 @@ import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import OpenAI from 'openai';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
+import { lastContext, refusal } from '../support/openai-answers.js';
 import { serviceStorageTargets, type StorageTarget } from '../support/service-storage.js';
 import { startTestService, type TestService } from '../support/service-harness.js';
 
 type ChatMessage = OpenAI.Chat.ChatCompletionMessageParam;
-
-/** The roles and contents the LLM received in its last chat request. */
-function lastContext(llm: FakeLlm): Array<{ role: string; content: string }> {
-  const request = [...llm.requests].reverse().find((candidate) => candidate.kind === 'chat')!;
-  return request.body.messages!.map((message) => ({ role: message.role, content: String(message.content) }));
-}
-
-/** What an OpenAI client sees of a refused request: its status and the error's fields. */
-async function refusal(call: Promise<unknown>): Promise<{ status: number | undefined; type: string | undefined; param: string | null | undefined; message: string | undefined }> {
-  try {
-    await call;
-  } catch (error) {
-    if (!(error instanceof OpenAI.APIError)) throw error;
-    const body = error.error as { type?: string; param?: string | null; message?: string } | undefined;
-    return { status: error.status, type: body?.type, param: body?.param, message: body?.message };
-  }
-  throw new Error('the request was not refused');
-}
 
 /** The role and text of each message item (the type, for other items). */
 function itemSummary(items: OpenAI.Conversations.ConversationItem[]): string[] {

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import type OpenAI from 'openai';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
+import { lastContext } from '../support/openai-answers.js';
 import { serviceStorageTargets, type StorageTarget } from '../support/service-storage.js';
 import { startTestService, type TestService } from '../support/service-harness.js';
 
@@ -38,12 +39,6 @@ async function transcript(harness: TestService, sessionId: string): Promise<Arra
     .where('session_id', '=', sessionId)
     .orderBy('id')
     .execute();
-}
-
-/** The roles and contents the LLM received in its last chat request. */
-function lastContext(llm: FakeLlm): Array<{ role: string; content: string }> {
-  const request = [...llm.requests].reverse().find((candidate) => candidate.kind === 'chat')!;
-  return request.body.messages!.map((message) => ({ role: message.role, content: String(message.content) }));
 }
 
 for (const target of targets) {
