@@ -8,6 +8,7 @@ import type { Supervisor } from '../runtime/sessions/supervisor.js';
 import type { ToolRunner } from '../runtime/tools/tool-runner.js';
 import { actingUser, callerOf } from './api-keys.js';
 import { checkIdentifier, isValidIdentifier } from './chat-request.js';
+import { listLimit, singleQuery } from './list-query.js';
 import { deleteSession } from './session-deletion.js';
 
 /** The announced agent resource. */
@@ -66,8 +67,6 @@ export type AgentsRouterDeps = {
   };
 };
 
-const DEFAULT_LIMIT = 20;
-const MAX_LIMIT = 100;
 const EXPORT_PAGE = 1000;
 /** The latest time a Date can hold, in µs since the epoch (PostgreSQL's timestamps go further). */
 const MAX_CURSOR_MICROS = 8_640_000_000_000_000_000n;
@@ -81,7 +80,7 @@ export function createAgentsRouter(deps: AgentsRouterDeps): Router {
   router.use('/v1/agents', deps.requireKey);
 
   router.get('/v1/agents', async (req, res) => {
-    const limit = parseLimit(req);
+    const limit = listLimit(req);
     const after = parseCursor(req);
     const named = actingUser(res, [{ value: singleQuery(req, 'user_id'), param: 'user_id' }]);
     const userId = named === undefined ? undefined : checkIdentifier(named, 'user_id');
@@ -275,19 +274,9 @@ function parseDeleteBody(body: unknown): { preserveMemory: boolean; exportData: 
   return { preserveMemory: flag('preserve_memory'), exportData: flag('export_data') };
 }
 
-function parseLimit(req: Request): number {
-  const raw = singleQuery(req, 'limit');
-  if (raw === undefined) return DEFAULT_LIMIT;
-  const limit = Number(raw);
-  if (!/^\d+$/.test(raw) || limit < 1 || limit > MAX_LIMIT) {
-    throw new ServiceError('INVALID_REQUEST', `limit must be a whole number from 1 to ${MAX_LIMIT}`, { param: 'limit' });
-  }
-  return limit;
-}
-
 /** `limit` and `after` of a log page: `after` is an entry id (the previous page's `next_after`). */
 function parseLogPage(req: Request): { limit: number; afterId?: number } {
-  const limit = parseLimit(req);
+  const limit = listLimit(req);
   const raw = singleQuery(req, 'after');
   if (raw === undefined) return { limit };
   const afterId = Number(raw);
@@ -311,13 +300,6 @@ function parseCursor(req: Request): SessionCursor | undefined {
 
 function encodeCursor(cursor: SessionCursor): string {
   return Buffer.from(`${cursor.lastActiveMicros}:${cursor.sessionId}`, 'utf8').toString('base64url');
-}
-
-function singleQuery(req: Request, name: string): string | undefined {
-  const value = req.query[name];
-  if (value === undefined) return undefined;
-  if (typeof value !== 'string') throw new ServiceError('INVALID_REQUEST', `${name} must be given once, as a string`, { param: name });
-  return value;
 }
 
 function notFound(agentId: string): ServiceError {

@@ -2,24 +2,13 @@ import type { Request } from 'express';
 import { z } from 'zod';
 import type { SessionMetadata } from '../runtime/ports.js';
 import { ServiceError } from '../runtime/service-error.js';
-import { parseRequestBody, pathOfTextMatching } from './chat-request.js';
+import { parseRequestBody, refuseNulText } from './chat-request.js';
 import { recordIdOf } from './conversation-format.js';
+import { listLimit, listOrder, singleQuery } from './list-query.js';
+import { Metadata } from './metadata.js';
 
 /** Most items a conversation may be created with, as OpenAI allows. */
 const MAX_ITEMS = 20;
-/** Most metadata keys, and their keys' and values' longest lengths, as OpenAI allows. */
-const MAX_METADATA_KEYS = 16;
-const MAX_KEY_LENGTH = 64;
-const MAX_VALUE_LENGTH = 512;
-/** Most items listed in one page, and the default. */
-const MAX_PAGE = 100;
-const DEFAULT_PAGE = 20;
-
-const Metadata = z
-  .record(z.string().max(MAX_KEY_LENGTH), z.string().max(MAX_VALUE_LENGTH, `values must be at most ${MAX_VALUE_LENGTH} characters`), {
-    error: (issue) => (issue.code === 'invalid_key' ? `keys must be at most ${MAX_KEY_LENGTH} characters` : undefined),
-  })
-  .refine((metadata) => Object.keys(metadata).length <= MAX_METADATA_KEYS, `at most ${MAX_METADATA_KEYS} keys are accepted`);
 
 const TextPart = z.looseObject({ type: z.enum(['input_text', 'output_text']), text: z.string() });
 
@@ -53,42 +42,24 @@ export type ItemsQuery = { limit: number; order: 'asc' | 'desc'; afterId?: numbe
 export function parseConversationCreation(body: unknown): ConversationCreation {
   // No body at all creates an empty conversation, as OpenAI's does.
   const parsed = parseRequestBody(CreateBody, body ?? {});
-  refuseNul(body);
+  refuseNulText(body);
   return { items: parsed.items ?? [], metadata: parsed.metadata ?? {} };
 }
 
 /** Validates a `POST /v1/conversations/{id}` body: the metadata that replaces the conversation's (null clears it). */
 export function parseConversationUpdate(body: unknown): SessionMetadata {
   const parsed = parseRequestBody(UpdateBody, body);
-  refuseNul(body);
+  refuseNulText(body);
   return parsed.metadata ?? {};
 }
 
 /** Reads `limit` (1–100, default 20), `order` (default desc) and `after` (an item id); `include` is ignored. */
 export function parseItemsQuery(req: Request): ItemsQuery {
-  const limitText = singleQuery(req, 'limit') ?? String(DEFAULT_PAGE);
-  const limit = /^\d+$/.test(limitText) ? Number(limitText) : NaN;
-  if (!(limit >= 1 && limit <= MAX_PAGE)) throw new ServiceError('INVALID_REQUEST', `limit must be an integer from 1 to ${MAX_PAGE}`, { param: 'limit' });
-  const order = singleQuery(req, 'order') ?? 'desc';
-  if (order !== 'asc' && order !== 'desc') throw new ServiceError('INVALID_REQUEST', "order must be 'asc' or 'desc'", { param: 'order' });
+  const limit = listLimit(req);
+  const order = listOrder(req);
   const after = singleQuery(req, 'after');
   if (after === undefined) return { limit, order };
   const afterId = recordIdOf(after);
   if (afterId === undefined) throw new ServiceError('INVALID_REQUEST', `after must be the id of a conversation item (such as msg_12), not '${after}'`, { param: 'after' });
   return { limit, order, afterId };
-}
-
-/** PostgreSQL text and jsonb hold no NUL: a body with one is refused, naming where it is. */
-function refuseNul(body: unknown): void {
-  const withNul = pathOfTextMatching(body, /\u0000/);
-  if (withNul !== null) {
-    throw new ServiceError('INVALID_REQUEST', `Invalid value for '${withNul}': text must not contain NUL characters`, { param: withNul });
-  }
-}
-
-function singleQuery(req: Request, name: string): string | undefined {
-  const value = req.query[name];
-  if (value === undefined) return undefined;
-  if (typeof value !== 'string') throw new ServiceError('INVALID_REQUEST', `${name} must be given once, as a string`, { param: name });
-  return value;
 }

@@ -4,6 +4,7 @@ import type { NewResponseRecord, ResponseStore, SessionStore } from '../runtime/
 import { isServiceError, ServiceError } from '../runtime/service-error.js';
 import type { Supervisor, TurnOutcome, TurnRequest } from '../runtime/sessions/supervisor.js';
 import { userOf } from './acting-user.js';
+import { listLimit, listOrder, singleQuery } from './list-query.js';
 import { admitTurn, streamingHandlers, type ChatRouteDeps } from './chat-route.js';
 import { finishedResponse, newItemId, type ResponseFrame, type ResponseObject } from './responses-format.js';
 import { ResponseEventStream } from './responses-stream.js';
@@ -23,10 +24,6 @@ export type ResponsesRouterDeps = {
   defaults: ChatRouteDeps['defaults'];
   maxMessages: number;
 };
-
-/** Most input items listed in one page, and the default. */
-const MAX_PAGE = 100;
-const DEFAULT_PAGE = 20;
 
 /**
  * The Responses API (`/v1/responses`): each response is a turn of a session, run by the same
@@ -156,16 +153,13 @@ async function streamResponse(supervisor: Supervisor, turn: TurnRequest, frame: 
 
 /** A page of input items as OpenAI lists them: `order` (default desc), `after` an item id, `limit` 1–100. */
 function inputItemsPage(items: ReadonlyArray<Record<string, unknown>>, req: Request) {
-  const order = req.query.order ?? 'desc';
-  if (order !== 'asc' && order !== 'desc') throw new ServiceError('INVALID_REQUEST', "order must be 'asc' or 'desc'", { param: 'order' });
-  const limitText = req.query.limit ?? String(DEFAULT_PAGE);
-  const limit = typeof limitText === 'string' && /^\d+$/.test(limitText) ? Number(limitText) : NaN;
-  if (!(limit >= 1 && limit <= MAX_PAGE)) throw new ServiceError('INVALID_REQUEST', `limit must be an integer from 1 to ${MAX_PAGE}`, { param: 'limit' });
-  const ordered = order === 'asc' ? [...items] : [...items].reverse();
+  const limit = listLimit(req);
+  const ordered = listOrder(req) === 'asc' ? [...items] : [...items].reverse();
+  const after = singleQuery(req, 'after');
   let start = 0;
-  if (req.query.after !== undefined) {
-    const at = ordered.findIndex((item) => item.id === req.query.after);
-    if (at < 0) throw new ServiceError('INVALID_REQUEST', `no input item with id '${String(req.query.after)}' in this response`, { param: 'after' });
+  if (after !== undefined) {
+    const at = ordered.findIndex((item) => item.id === after);
+    if (at < 0) throw new ServiceError('INVALID_REQUEST', `no input item with id '${after}' in this response`, { param: 'after' });
     start = at + 1;
   }
   const data = ordered.slice(start, start + limit);
