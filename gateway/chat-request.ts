@@ -117,6 +117,17 @@ function isNestedDeeperThan(value: unknown, limit: number): boolean {
   return false;
 }
 
+/**
+ * Refuses a body with a NUL character in any key or string (PostgreSQL text and jsonb hold
+ * none), for bodies stored whole: a 400 naming where it is.
+ */
+export function refuseNulText(body: unknown): void {
+  const withNul = pathOfTextMatching(body, /\u0000/);
+  if (withNul !== null) {
+    throw new ServiceError('INVALID_REQUEST', `Invalid value for '${withNul}': text must not contain NUL characters`, { param: withNul });
+  }
+}
+
 /** A lone surrogate (with the `u` flag a surrogate pair is one code point, not of this category). */
 const LONE_SURROGATE = /\p{Cs}/u;
 

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import type { ChatMessage, ToolDefinition } from '../runtime/chat-types.js';
 import { ServiceError } from '../runtime/service-error.js';
-import { MAX_ID_LENGTH, parseRequestBody, pathOfTextMatching } from './chat-request.js';
+import { MAX_ID_LENGTH, parseRequestBody, refuseNulText } from './chat-request.js';
+import { Metadata } from './metadata.js';
 
 /** A text part of an input message (`input_text`; `output_text` in an assistant message a client sends back). */
 const TextPart = z.looseObject({ type: z.enum(['input_text', 'output_text', 'text']), text: z.string() });
@@ -62,7 +63,7 @@ const ResponsesRequestSchema = z.object({
   temperature: z.number().min(0).max(2).nullish(),
   top_p: z.number().min(0).max(1).nullish(),
   parallel_tool_calls: z.boolean().nullish(),
-  metadata: z.record(z.string().max(64), z.string().max(512)).nullish(),
+  metadata: Metadata.nullish(),
   user: z.string().nullish(),
 });
 
@@ -73,9 +74,6 @@ export type ResponsesRequest = Omit<z.infer<typeof ResponsesRequestSchema>, 'inp
 
 /** One input item as it is stored with its response (and listed by `input_items`). */
 export type InputItemRecord = Record<string, unknown> & { id: string; type: string };
-
-/** Most metadata keys a response may carry, as OpenAI allows. */
-const MAX_METADATA_KEYS = 16;
 
 /**
  * Validates a `POST /v1/responses` body. A bad field is a 400 in the OpenAI error shape whose
@@ -92,14 +90,8 @@ export function parseResponsesRequest(body: unknown, limits: { maxMessages: numb
   if (request.previous_response_id && request.conversation) {
     throw new ServiceError('INVALID_REQUEST', 'previous_response_id and conversation cannot be used together: a response continues one or the other', { param: 'conversation' });
   }
-  if (request.metadata && Object.keys(request.metadata).length > MAX_METADATA_KEYS) {
-    throw new ServiceError('INVALID_REQUEST', `metadata may hold at most ${MAX_METADATA_KEYS} keys`, { param: 'metadata' });
-  }
-  // The whole request is stored (the response object, its input items), and PostgreSQL text holds no NUL.
-  const withNul = pathOfTextMatching(body, /\u0000/);
-  if (withNul !== null) {
-    throw new ServiceError('INVALID_REQUEST', `Invalid value for '${withNul}': text must not contain NUL characters`, { param: withNul });
-  }
+  // The whole request is stored (the response object, its input items).
+  refuseNulText(body);
   return request;
 }
 
