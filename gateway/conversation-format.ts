@@ -1,6 +1,6 @@
 import type { ChatMessage } from '../runtime/chat-types.js';
 import type { ConversationRecord, SessionRecord } from '../runtime/ports.js';
-import { toTurn, type Turn } from '../runtime/sessions/conversation-history.js';
+import { storedToolCall, toTurn, type Turn } from '../runtime/sessions/conversation-history.js';
 import { FAILED_REPLY_ROLE } from '../runtime/sessions/supervisor.js';
 import type { StartingItem } from './conversation-request.js';
 import { functionCallItem, outputTextPart } from './responses-format.js';
@@ -37,8 +37,8 @@ export function recordIdOf(itemId: string): number | undefined {
  */
 export function conversationItem(record: ConversationRecord): Record<string, unknown> {
   if (record.role === 'tool_call') {
-    const call = jsonFields(record.message);
-    const fields = { id: textField(call, 'id'), name: textField(call, 'name'), arguments: textField(call, 'arguments') };
+    const call = storedToolCall(record.message);
+    const fields = { id: call?.id ?? '', name: call?.function.name ?? '', arguments: call?.function.arguments ?? '' };
     return functionCallItem(itemId('function_call', record), fields, 'completed');
   }
   if (record.role === 'tool') {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { ChatMessage } from '../chat-types.js';
+import type { ChatMessage, ToolCall } from '../chat-types.js';
 
 /** The roles the specification lets into a context. */
 const CONTEXT_ROLES = new Set(['system', 'user', 'assistant']);
@@ -77,4 +77,20 @@ export function toTurn(message: ChatMessage): Turn {
     return { role: 'tool', content: JSON.stringify({ tool_call_id: message.tool_call_id, content: textOf(message) }) };
   }
   return { role: message.role, content: textOf(message) };
+}
+
+/** A tool call as a stored `tool_call` turn: its id, name and arguments as JSON. */
+export function toolCallTurn(call: ToolCall): Turn {
+  return { role: 'tool_call', content: JSON.stringify({ id: call.id, name: call.function.name, arguments: call.function.arguments }) };
+}
+
+/** The call a `tool_call` turn's content stores (see `toolCallTurn`); undefined for anything else. */
+export function storedToolCall(content: string): ToolCall | undefined {
+  try {
+    const { id, name, arguments: args } = JSON.parse(content) as { id?: unknown; name?: unknown; arguments?: unknown };
+    if (typeof id !== 'string' || typeof name !== 'string' || typeof args !== 'string') return undefined;
+    return { id, type: 'function', function: { name, arguments: args } };
+  } catch {
+    return undefined;
+  }
 }

@@ -1,7 +1,7 @@
 import type { ChatMessage, ToolCall } from '../chat-types.js';
 import { ServiceError } from '../service-error.js';
 import type { ActorCache } from './actor-cache.js';
-import { EMPTY_HISTORY_HASH, textOf, toTurn, type ClientConversation, type Turn } from './conversation-history.js';
+import { EMPTY_HISTORY_HASH, storedToolCall, textOf, toTurn, type ClientConversation, type Turn } from './conversation-history.js';
 import type { TurnStore } from './turn-store.js';
 import { LLM_FAILURE_PREFIX, type TurnPlan, type TurnRequest } from './turn-types.js';
 
@@ -91,7 +91,7 @@ function dialogueOf(turns: Turn[], tail: ChatMessage[]): ChatMessage[] {
   let calls: ToolCall[] = [];
   for (const turn of turns) {
     if (turn.role === 'tool_call') {
-      const call = storedCall(turn.content);
+      const call = storedToolCall(turn.content);
       if (call && answered.has(call.id)) calls.push(call);
     } else if (turn.role === 'user' || turn.role === 'system') {
       calls = [];
@@ -103,17 +103,6 @@ function dialogueOf(turns: Turn[], tail: ChatMessage[]): ChatMessage[] {
   const last = dialogue.at(-1);
   if (calls.length > 0 && last?.role === 'assistant') last.tool_calls = calls;
   return dialogue;
-}
-
-/** A call as a `tool_call` turn stores it (`{id, name, arguments}`); undefined for anything else. */
-function storedCall(content: string): ToolCall | undefined {
-  try {
-    const { id, name, arguments: args } = JSON.parse(content) as { id?: unknown; name?: unknown; arguments?: unknown };
-    if (typeof id !== 'string' || typeof name !== 'string' || typeof args !== 'string') return undefined;
-    return { id, type: 'function', function: { name, arguments: args } };
-  } catch {
-    return undefined;
-  }
 }
 
 /**

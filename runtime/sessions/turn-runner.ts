@@ -7,7 +7,7 @@ import type { TransitionRecord } from '../ports.js';
 import { isServiceError, ServiceError } from '../service-error.js';
 import type { ToolCallResult, ToolRunner } from '../tools/tool-runner.js';
 import type { ActorCache, SessionActor } from './actor-cache.js';
-import { foldHistoryHash, textOf, toTurn, type Turn } from './conversation-history.js';
+import { foldHistoryHash, textOf, toolCallTurn, toTurn, type Turn } from './conversation-history.js';
 import type { SessionLeases } from './session-leases.js';
 import { buildContext } from './prompt-assembly.js';
 import type { TurnStore } from './turn-store.js';
@@ -370,18 +370,14 @@ function restingSnapshot(actor: SessionActor, unanswered: boolean): unknown {
  */
 function toolTurns(produced: ChatMessage[], clientCalls: ToolCall[]): Turn[] {
   const turns: Turn[] = [];
-  const callTurn = (call: ToolCall): Turn => ({
-    role: 'tool_call',
-    content: JSON.stringify({ id: call.id, name: call.function.name, arguments: call.function.arguments }),
-  });
   for (const message of produced) {
     if (message.role === 'assistant' && message.tool_calls) {
-      for (const call of message.tool_calls) if (call.type === 'function') turns.push(callTurn(call));
+      for (const call of message.tool_calls) if (call.type === 'function') turns.push(toolCallTurn(call));
     } else if (message.role === 'tool') {
       turns.push(toTurn(message));
     }
   }
-  return [...turns, ...clientCalls.map(callTurn)];
+  return [...turns, ...clientCalls.map(toolCallTurn)];
 }
 
 /**
