@@ -44,8 +44,7 @@ export async function continuationOf(deps: ContinuationDeps, userId: string, pre
     throw new ServiceError('GONE', `the session of response '${previousId}' was deleted: it cannot be continued`, { param: 'previous_response_id' });
   }
   if (end.sessionHistoryHash === end.historyHash) return { sessionHint: end.sessionId, continuesAt: end.historyHash, history: [], previousResponseId: previousId };
-  const previous = await ownResponse(deps.responses, userId, previousId, 'previous_response_id');
-  return { history: await historyUpTo(deps.responses, previous), previousResponseId: previousId };
+  return { history: await historyUpTo(deps.responses, previousId), previousResponseId: previousId };
 }
 
 /**
@@ -54,8 +53,8 @@ export async function continuationOf(deps: ContinuationDeps, userId: string, pre
  */
 export async function conversationContinuation(deps: ContinuationDeps, userId: string, conversationId: string): Promise<Continuation> {
   const session = await liveConversation(deps.sessions, userId, conversationId, 'conversation');
-  const newest = session.historyHash === null ? undefined : await deps.responses.findEndingAt(session.sessionId, session.historyHash);
-  return { sessionHint: session.sessionId, history: [], previousResponseId: newest?.id ?? null };
+  const newest = session.historyHash === null ? undefined : await deps.responses.newestEndingAt(session.sessionId, session.historyHash);
+  return { sessionHint: session.sessionId, history: [], previousResponseId: newest ?? null };
 }
 
 /** A user's stored response; 404 naming `param` when there is none or it is another user's. */
@@ -70,15 +69,9 @@ function responseNotFound(id: string, param?: string): ServiceError {
   return new ServiceError('NOT_FOUND', `Response with id '${id}' not found.`, param ? { param } : {});
 }
 
-/** The messages of a chain of responses, oldest first: each one's input, then its output. */
-async function historyUpTo(responses: ResponseStore, last: ResponseRecord): Promise<ChatMessage[]> {
-  const chain: ResponseRecord[] = [last];
-  for (let record = last; record.previousResponseId && chain.length < MAX_CHAIN; ) {
-    const earlier = await responses.get(record.previousResponseId);
-    if (!earlier) break;
-    chain.unshift(earlier);
-    record = earlier;
-  }
+/** The messages of the chain of responses ending at `lastId`, oldest first: each one's input, then its output. */
+async function historyUpTo(responses: ResponseStore, lastId: string): Promise<ChatMessage[]> {
+  const chain = await responses.chainTo(lastId, MAX_CHAIN);
   const items = chain.flatMap((record) => [...record.input, ...(record.body.output as Array<Record<string, unknown>>)]);
   return itemsAsMessages(items.filter(isDialogueItem));
 }

@@ -67,8 +67,13 @@ export interface ResponseStore {
    * session is live and at which history hash now, in one read.
    */
   endOf(id: string): Promise<ResponseEnd | undefined>;
-  /** The newest response of a session after which its history hash was `historyHash`, if any. */
-  findEndingAt(sessionId: string, historyHash: string): Promise<ResponseRecord | undefined>;
+  /** The id of the newest response of a session after which its history hash was `historyHash`, if any. */
+  newestEndingAt(sessionId: string, historyHash: string): Promise<string | undefined>;
+  /**
+   * The chain of responses that ends at `id`, oldest first: it and each previous response
+   * (`previousResponseId`), at most `limit` of them, in one read.
+   */
+  chainTo(id: string, limit: number): Promise<ResponseRecord[]>;
   /** Deletes a response; false when there was none. */
   remove(id: string): Promise<boolean>;
 }

@@ -13,6 +13,15 @@ const ENDS_OF_RESPONSES = hotStatement(`select responses.id, responses.user_id, 
   from responses left join sessions on sessions.session_id = responses.session_id
   where responses.id = any($1::varchar[])`);
 
+/** A response and the ones before it (`previous_response_id`), at most $2, oldest first. */
+const CHAIN_TO = `with recursive chain as (
+    select responses.*, 1 as depth from responses where id = $1
+    union all
+    select earlier.*, chain.depth + 1 from responses earlier join chain on earlier.id = chain.previous_response_id
+    where chain.depth < $2
+  )
+  select id, user_id, session_id, previous_response_id, history_hash, body, input, created_at from chain order by depth desc`;
+
 type EndRow = { id: string; user_id: string; session_id: string; history_hash: string; session_live: boolean; session_history_hash: string | null };
 
 function toEnd(row: EndRow): ResponseEnd {
@@ -44,16 +53,21 @@ export function createResponseRepository(db: Kysely<DatabaseSchema>): ResponseSt
       return ends.run(id);
     },
 
-    async findEndingAt(sessionId, historyHash) {
+    async newestEndingAt(sessionId, historyHash) {
       const row = await db
         .selectFrom('responses')
-        .selectAll()
+        .select('id')
         .where('session_id', '=', sessionId)
         .where('history_hash', '=', historyHash)
         .orderBy('created_at', 'desc')
         .limit(1)
         .executeTakeFirst();
-      return row && toRecord(row);
+      return row?.id;
+    },
+
+    async chainTo(id, limit) {
+      const { rows } = await db.executeQuery<Selectable<ResponsesTable>>(CompiledQuery.raw(CHAIN_TO, [id, limit]));
+      return rows.map(toRecord);
     },
 
     async remove(id) {

@@ -60,9 +60,9 @@ for (const target of databaseTargets()) {
       const sessionId = `s-${randomUUID()}`;
       await storeWithTurn({ sessionId, historyHash: 'after-1' });
       const newest = await storeWithTurn({ sessionId, historyHash: 'after-2' });
-      expect((await responses.findEndingAt(sessionId, 'after-2'))?.id).to.equal(newest.id);
-      expect(await responses.findEndingAt(sessionId, 'after-3')).to.equal(undefined);
-      expect(await responses.findEndingAt(`s-${randomUUID()}`, 'after-2')).to.equal(undefined);
+      expect(await responses.newestEndingAt(sessionId, 'after-2')).to.equal(newest.id);
+      expect(await responses.newestEndingAt(sessionId, 'after-3')).to.equal(undefined);
+      expect(await responses.newestEndingAt(`s-${randomUUID()}`, 'after-2')).to.equal(undefined);
     });
 
     it("tells where a response ended and where its session is now, in one read; a deleted session is not live", async () => {
@@ -74,6 +74,16 @@ for (const target of databaseTargets()) {
       await sessions.markDeleted(sessionId);
       expect(await responses.endOf(first.id)).to.deep.include({ sessionLive: false });
       expect(await responses.endOf('resp_unknown')).to.equal(undefined);
+    });
+
+    it('reads the chain of responses ending at one, oldest first, in one read and at most as many as asked', async () => {
+      const first = await storeWithTurn({ historyHash: 'c1' });
+      const second = await storeWithTurn({ historyHash: 'c2', previousResponseId: first.id });
+      const third = await storeWithTurn({ historyHash: 'c3', previousResponseId: second.id });
+      expect((await responses.chainTo(third.id, 10)).map((record) => record.id)).to.deep.equal([first.id, second.id, third.id]);
+      expect((await responses.chainTo(third.id, 2)).map((record) => record.id)).to.deep.equal([second.id, third.id]);
+      expect((await responses.chainTo(third.id, 10))[0]).to.deep.include(first);
+      expect(await responses.chainTo('resp_unknown', 10)).to.deep.equal([]);
     });
 
     it('deletes a response once: the second delete and a later get find nothing', async () => {
