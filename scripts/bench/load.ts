@@ -147,24 +147,30 @@ export function streamExchange(bodies: Buffer[], headersFor: (worker: number) =>
     if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}: ${(await response.body.text()).slice(0, 200)}`);
     response.body.setEncoding('utf8');
     let firstPieceMs: number | undefined;
-    let pending = '';
     let done = false;
-    for await (const chunk of response.body as AsyncIterable<string>) {
-      pending += chunk;
-      let end: number;
-      while ((end = pending.indexOf('\n\n')) >= 0) {
-        const frame = pending.slice(0, end);
-        pending = pending.slice(end + 2);
-        if (frame === 'data: [DONE]') done = true;
-        // Frames are parsed only until the first piece, to keep the load generator light.
-        else if (firstPieceMs === undefined && frame.startsWith('data: ') && hasContent(frame.slice(6))) firstPieceMs = performance.now() - started;
-      }
-    }
+    await readSseFrames(response.body as AsyncIterable<string>, (frame) => {
+      if (frame === 'data: [DONE]') done = true;
+      // Frames are parsed only until the first piece, to keep the load generator light.
+      else if (firstPieceMs === undefined && frame.startsWith('data: ') && hasContent(frame.slice(6))) firstPieceMs = performance.now() - started;
+    });
     const totalMs = performance.now() - started;
     if (firstPieceMs === undefined) throw new Error('the stream carried no content');
     if (!done) throw new Error('the stream did not end with [DONE]');
     return { totalMs, firstPieceMs };
   };
+}
+
+/** Reads a body of server-sent events to its end, giving `onFrame` each frame (the text before a blank line). */
+async function readSseFrames(body: AsyncIterable<string>, onFrame: (frame: string) => void): Promise<void> {
+  let pending = '';
+  for await (const chunk of body) {
+    pending += chunk;
+    let end: number;
+    while ((end = pending.indexOf('\n\n')) >= 0) {
+      onFrame(pending.slice(0, end));
+      pending = pending.slice(end + 2);
+    }
+  }
 }
 
 function hasContent(data: string): boolean {
@@ -206,21 +212,14 @@ export function responsesStreamExchange(body: ResponsesBody, headersFor: (worker
     if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}: ${(await response.body.text()).slice(0, 200)}`);
     response.body.setEncoding('utf8');
     let firstPieceMs: number | undefined;
-    let pending = '';
     let completed: string | undefined;
     let last = '';
-    for await (const chunk of response.body as AsyncIterable<string>) {
-      pending += chunk;
-      let end: number;
-      while ((end = pending.indexOf('\n\n')) >= 0) {
-        const frame = pending.slice(0, end);
-        pending = pending.slice(end + 2);
-        last = frame;
-        // Only the event names are read until the end, to keep the load generator light.
-        if (firstPieceMs === undefined && frame.startsWith('event: response.output_text.delta\n')) firstPieceMs = performance.now() - started;
-        else if (frame.startsWith('event: response.completed\n')) completed = frame.slice(frame.indexOf('\ndata: ') + 7);
-      }
-    }
+    await readSseFrames(response.body as AsyncIterable<string>, (frame) => {
+      last = frame;
+      // Only the event names are read until the end, to keep the load generator light.
+      if (firstPieceMs === undefined && frame.startsWith('event: response.output_text.delta\n')) firstPieceMs = performance.now() - started;
+      else if (frame.startsWith('event: response.completed\n')) completed = frame.slice(frame.indexOf('\ndata: ') + 7);
+    });
     const totalMs = performance.now() - started;
     if (completed === undefined) throw new Error(`the stream did not end with response.completed: ${last.slice(0, 200)}`);
     const id = completedId((JSON.parse(completed) as { response?: ResponseObject }).response ?? {}, completed);
