@@ -54,7 +54,7 @@ export type ResponseRecord = {
 };
 
 /** Where a stored response ended, and where its session is now (`sessionLive` false: its session is deleted or gone). */
-export type ResponseEnd = Pick<ResponseRecord, 'id' | 'userId' | 'sessionId' | 'historyHash'> & { sessionLive: boolean; sessionHistoryHash: string | null };
+export type ResponseEnd = Pick<ResponseRecord, 'id' | 'userId' | 'sessionId' | 'historyHash'> & { status: string | null; sessionLive: boolean; sessionHistoryHash: string | null };
 
 /** A response before it is stored. */
 export type NewResponseRecord = Omit<ResponseRecord, 'createdAt'>;
@@ -76,6 +76,45 @@ export interface ResponseStore {
   chainTo(id: string, limit: number): Promise<ResponseRecord[]>;
   /** Deletes a response; false when there was none. */
   remove(id: string): Promise<boolean>;
+}
+
+/** A streaming event of a background response as it was sent: its number, its type and its JSON. */
+export type StoredResponseEvent = { sequence: number; type: string; data: string };
+
+/** How a background response ended: its final body, and where its session then is. */
+export type BackgroundResponseEnd = { body: Record<string, unknown>; historyHash: string; sessionId: string };
+
+/** A background response's run as its process sees it on renewing. */
+export type BackgroundRunState = { id: string; cancelRequested: boolean };
+
+/**
+ * Background responses (the Responses API's `background: true`) while they run: their runs,
+ * which the running process renews, and their streaming events, which any process reads.
+ */
+export interface BackgroundResponseStore {
+  /** Stores a new response (its body as it starts, `queued`), its first events, and its run by `runner`, alive for `leaseMs`. */
+  start(record: NewResponseRecord, events: StoredResponseEvent[], runner: string, leaseMs: number): Promise<void>;
+  /** Appends events and, when given, sets the response's body as it stands now. */
+  record(id: string, events: StoredResponseEvent[], body?: Record<string, unknown>): Promise<void>;
+  /** Ends a run: the response's final body, history hash and session, and its last events. */
+  finish(id: string, end: BackgroundResponseEnd, events: StoredResponseEvent[]): Promise<void>;
+  /**
+   * Keeps every run of `runner` alive for another `leaseMs`; returns them, each with whether
+   * a client asked to cancel it. A run not returned is gone (its response was deleted).
+   */
+  renew(runner: string, leaseMs: number): Promise<BackgroundRunState[]>;
+  /** Asks a response's run to cancel; false when it is not running. */
+  requestCancel(id: string): Promise<boolean>;
+  /**
+   * Marks `failed`, with `message` and a last `response.failed` event, every response whose
+   * run was not renewed in time (its process stopped), or every running one with `everyRun`
+   * (the embedded database, opened by one process at a time, at start); returns their ids.
+   */
+  failAbandoned(message: string, everyRun?: boolean): Promise<string[]>;
+  /** A response's events after `sequence`, in order, at most `limit`. */
+  eventsAfter(id: string, sequence: number, limit: number): Promise<StoredResponseEvent[]>;
+  /** Deletes the events older than `ageMs` of responses no longer running; returns how many. */
+  pruneEvents(ageMs: number): Promise<number>;
 }
 
 /** A session (an agent): its owner, its actor snapshot at rest and its bookkeeping. */

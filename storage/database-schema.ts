@@ -43,6 +43,24 @@ export type ResponsesTable = {
   created_at: CreatedTimestamp;
 };
 
+/** The `background_runs` table: the background responses running now, and who runs them. */
+export type BackgroundRunsTable = {
+  response_id: string;
+  runner: string;
+  expires_at: Date;
+  cancel_requested: Generated<boolean>;
+};
+
+/** The `response_events` table: a background response's streaming events, by sequence number. */
+export type ResponseEventsTable = {
+  response_id: string;
+  sequence: number;
+  type: string;
+  /** The event's JSON, as it was sent. */
+  data: string;
+  created_at: CreatedTimestamp;
+};
+
 /** The `session_leases` table: which process runs a session's turns, until when. */
 export type SessionLeasesTable = {
   session_id: string;
@@ -149,6 +167,8 @@ export type DatabaseSchema = {
   conversations: ConversationsTable;
   sessions: SessionsTable;
   responses: ResponsesTable;
+  background_runs: BackgroundRunsTable;
+  response_events: ResponseEventsTable;
   session_leases: SessionLeasesTable;
   session_transitions: SessionTransitionsTable;
   memories: MemoriesTable;

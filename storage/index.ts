@@ -2,7 +2,8 @@
  * Storage: the database factory (PostgreSQL through `pg`, or the embedded PGlite), the
  * migrations, and the repositories implementing the runtime's storage ports.
  */
-import type { ConversationStore, EmbedderRecordStore, OAuthStateStore, ResponseStore, SessionStore, TokenStore, VectorMemoryStore } from '../runtime/ports.js';
+import type { BackgroundResponseStore, ConversationStore, EmbedderRecordStore, OAuthStateStore, ResponseStore, SessionStore, TokenStore, VectorMemoryStore } from '../runtime/ports.js';
+import { createBackgroundResponseRepository } from './background-response-repository.js';
 import { createConversationRepository } from './conversation-repository.js';
 import type { Database } from './create-database.js';
 import { createEmbedderRecordRepository } from './embedder-record-repository.js';
@@ -19,7 +20,7 @@ export { MEMORY_MIGRATION_TABLE, migrateToLatest } from './migrate.js';
 export type { MigrateOptions, MigrationSummary } from './migrate.js';
 export type { ConversationsTable, DatabaseSchema, MemoriesTable, OAuthStatesTable, OAuthTokensTable, SessionsTable } from './database-schema.js';
 export { reembedMemories } from './embedder-record-repository.js';
-export { createConversationRepository, createEmbedderRecordRepository, createMemoryRepository, createOAuthStateRepository, createResponseRepository, createSessionRepository, createTokenRepository };
+export { createBackgroundResponseRepository, createConversationRepository, createEmbedderRecordRepository, createMemoryRepository, createOAuthStateRepository, createResponseRepository, createSessionRepository, createTokenRepository };
 
 /** The stores the runtime is wired with; `memories` only when the database has vector support. */
 export type Stores = {
@@ -27,6 +28,8 @@ export type Stores = {
   sessions: SessionStore;
   /** The Responses API's stored responses. */
   responses: ResponseStore;
+  /** Background responses' runs and streaming events. */
+  backgroundResponses: BackgroundResponseStore;
   /** Users' OAuth tokens (encrypted by the runtime before they get here). */
   tokens: TokenStore;
   /** Pending OAuth logins. */
@@ -42,6 +45,7 @@ export function createStores(database: Database): Stores {
     conversations: createConversationRepository(database.db),
     sessions: createSessionRepository(database.db),
     responses: createResponseRepository(database.db),
+    backgroundResponses: createBackgroundResponseRepository(database.db),
     tokens: createTokenRepository(database.db),
     oauthStates: createOAuthStateRepository(database.db),
   };

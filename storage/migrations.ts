@@ -220,6 +220,34 @@ export const coreMigrations: Record<string, Migration> = {
       await db.schema.alterTable('sessions').addColumn('metadata', 'jsonb').execute();
     },
   },
+  '0011_background_responses': {
+    async up(db: Kysely<any>) {
+      // A background response while it runs: the process running it, until when that process
+      // last said it is alive, and whether a client asked to cancel it. The row goes when the
+      // response ends; one whose process stopped renewing it is marked failed.
+      await db.schema
+        .createTable('background_runs')
+        .ifNotExists()
+        .addColumn('response_id', 'varchar(64)', (column) => column.primaryKey().references('responses.id').onDelete('cascade'))
+        .addColumn('runner', 'varchar(255)', (column) => column.notNull())
+        .addColumn('expires_at', 'timestamptz', (column) => column.notNull())
+        .addColumn('cancel_requested', 'boolean', (column) => column.notNull().defaultTo(false))
+        .execute();
+      // The streaming events of background responses, numbered as the client saw them, so a
+      // broken stream can be read again from any process (kept for a configured time).
+      await db.schema
+        .createTable('response_events')
+        .ifNotExists()
+        .addColumn('response_id', 'varchar(64)', (column) => column.notNull().references('responses.id').onDelete('cascade'))
+        .addColumn('sequence', 'integer', (column) => column.notNull())
+        .addColumn('type', 'varchar(64)', (column) => column.notNull())
+        .addColumn('data', 'text', (column) => column.notNull())
+        .addColumn('created_at', 'timestamptz', (column) => column.notNull().defaultTo(sql`now()`))
+        .addPrimaryKeyConstraint('response_events_pkey', ['response_id', 'sequence'])
+        .execute();
+      await db.schema.createIndex('response_events_created_at_idx').ifNotExists().on('response_events').column('created_at').execute();
+    },
+  },
 };
 
 /**

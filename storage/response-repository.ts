@@ -8,7 +8,7 @@ import type { DatabaseSchema, ResponsesTable } from './database-schema.js';
  * Responses' ends and their sessions' state now: what continuing one needs, read on every
  * `previous_response_id`, so prepared, batched and without the responses' bodies.
  */
-const ENDS_OF_RESPONSES = hotStatement(`select responses.id, responses.user_id, responses.session_id, responses.history_hash,
+const ENDS_OF_RESPONSES = hotStatement(`select responses.id, responses.user_id, responses.session_id, responses.history_hash, responses.body->>'status' as status,
     sessions.deleted_at is null and sessions.session_id is not null as session_live, sessions.history_hash as session_history_hash
   from responses left join sessions on sessions.session_id = responses.session_id
   where responses.id = any($1::varchar[])`);
@@ -22,7 +22,7 @@ const CHAIN_TO = `with recursive chain as (
   )
   select id, user_id, session_id, previous_response_id, history_hash, body, input, created_at from chain order by depth desc`;
 
-type EndRow = { id: string; user_id: string; session_id: string; history_hash: string; session_live: boolean; session_history_hash: string | null };
+type EndRow = { id: string; user_id: string; session_id: string; history_hash: string; status: string | null; session_live: boolean; session_history_hash: string | null };
 
 function toEnd(row: EndRow): ResponseEnd {
   return {
@@ -30,6 +30,7 @@ function toEnd(row: EndRow): ResponseEnd {
     userId: row.user_id,
     sessionId: row.session_id,
     historyHash: row.history_hash,
+    status: row.status,
     sessionLive: row.session_live,
     sessionHistoryHash: row.session_history_hash,
   };

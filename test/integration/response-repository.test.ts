@@ -68,7 +68,7 @@ for (const target of databaseTargets()) {
     it("tells where a response ended and where its session is now, in one read; a deleted session is not live", async () => {
       const sessionId = `s-${randomUUID()}`;
       const first = await storeWithTurn({ sessionId, historyHash: 'end-1' });
-      expect(await responses.endOf(first.id)).to.deep.equal({ id: first.id, userId: 'alice', sessionId, historyHash: 'end-1', sessionLive: true, sessionHistoryHash: 'end-1' });
+      expect(await responses.endOf(first.id)).to.deep.equal({ id: first.id, userId: 'alice', sessionId, historyHash: 'end-1', status: null, sessionLive: true, sessionHistoryHash: 'end-1' });
       await storeWithTurn({ sessionId, historyHash: 'end-2' });
       expect(await responses.endOf(first.id)).to.deep.include({ historyHash: 'end-1', sessionLive: true, sessionHistoryHash: 'end-2' });
       await sessions.markDeleted(sessionId);

@@ -16,6 +16,7 @@ const CORE_NAMES = [
   '0008_session_lease_handover',
   '0009_responses',
   '0010_session_metadata',
+  '0011_background_responses',
 ];
 const CORE = CORE_NAMES.map((name) => `core/${name}`);
 const MEMORY = ['memory/0001_memories', 'memory/0002_memory_embedder'];

@@ -1,0 +1,112 @@
+import { sql, type Kysely } from 'kysely';
+import type { BackgroundResponseStore, StoredResponseEvent } from '../runtime/ports.js';
+import type { DatabaseSchema } from './database-schema.js';
+import { toJsonText } from './json-text.js';
+
+/** Events as the column arrays `appendEvents` unnests. */
+function eventColumns(events: StoredResponseEvent[]) {
+  return { sequences: events.map((event) => event.sequence), types: events.map((event) => event.type), data: events.map((event) => event.data) };
+}
+
+/**
+ * The runs and events of background responses (a deleted response's run may still write: its
+ * writes then store nothing) (tables `background_runs` and
+ * `response_events`, beside `responses`). Times are the database's (`now()`), so processes on
+ * hosts whose clocks differ agree on which runs lapsed.
+ */
+export function createBackgroundResponseRepository(db: Kysely<DatabaseSchema>): BackgroundResponseStore {
+  return {
+    async start(record, events, runner, leaseMs) {
+      const columns = eventColumns(events);
+      await sql`with response as (
+          insert into responses (id, user_id, session_id, previous_response_id, history_hash, body, input)
+          values (${record.id}, ${record.userId}, ${record.sessionId}, ${record.previousResponseId}, ${record.historyHash},
+            ${toJsonText(record.body)}::jsonb, ${toJsonText(record.input)}::jsonb)
+          returning id
+        ), appended as (
+          insert into response_events (response_id, sequence, type, data)
+          select response.id, events.* from response,
+            unnest(${columns.sequences}::int[], ${columns.types}::varchar[], ${columns.data}::text[]) as events
+        )
+        insert into background_runs (response_id, runner, expires_at)
+        select id, ${runner}::varchar, now() + ${leaseMs}::float8 * interval '1 millisecond' from response`.execute(db);
+    },
+
+    async record(id, events, body) {
+      const columns = eventColumns(events);
+      await sql`with appended as (
+          insert into response_events (response_id, sequence, type, data)
+          select ${id}::varchar, * from unnest(${columns.sequences}::int[], ${columns.types}::varchar[], ${columns.data}::text[])
+          where exists (select 1 from responses where id = ${id})
+          on conflict do nothing
+        )
+        update responses set body = coalesce(${body === undefined ? null : toJsonText(body)}::jsonb, body) where id = ${id}`.execute(db);
+    },
+
+    async finish(id, end, events) {
+      const columns = eventColumns(events);
+      await sql`with appended as (
+          insert into response_events (response_id, sequence, type, data)
+          select ${id}::varchar, * from unnest(${columns.sequences}::int[], ${columns.types}::varchar[], ${columns.data}::text[])
+          where exists (select 1 from responses where id = ${id})
+          on conflict do nothing
+        ), ended as (
+          delete from background_runs where response_id = ${id}
+        )
+        update responses set body = ${toJsonText(end.body)}::jsonb, history_hash = ${end.historyHash}, session_id = ${end.sessionId}
+        where id = ${id}`.execute(db);
+    },
+
+    async renew(runner, leaseMs) {
+      const { rows } = await sql<{ response_id: string; cancel_requested: boolean }>`update background_runs
+        set expires_at = now() + ${leaseMs}::float8 * interval '1 millisecond'
+        where runner = ${runner}
+        returning response_id, cancel_requested`.execute(db);
+      return rows.map((row) => ({ id: row.response_id, cancelRequested: row.cancel_requested }));
+    },
+
+    async requestCancel(id) {
+      const result = await db.updateTable('background_runs').set({ cancel_requested: true }).where('response_id', '=', id).executeTakeFirst();
+      return result.numUpdatedRows > 0n;
+    },
+
+    async failAbandoned(message, everyRun = false) {
+      // The lapsed runs are taken (deleted) once: of two processes sweeping at once, one fails each response.
+      const { rows } = await sql<{ id: string }>`with lapsed as (
+          delete from background_runs where ${everyRun}::boolean or expires_at < now() returning response_id
+        ), failed as (
+          update responses set body = jsonb_set(jsonb_set(body, '{status}', '"failed"'), '{error}',
+              jsonb_build_object('code', 'server_error', 'message', ${message}::text))
+          where id in (select response_id from lapsed)
+          returning id, body
+        ), appended as (
+          insert into response_events (response_id, sequence, type, data)
+          select failed.id, coalesce(last.sequence, -1) + 1, 'response.failed',
+            jsonb_build_object('type', 'response.failed', 'sequence_number', coalesce(last.sequence, -1) + 1, 'response', failed.body)::text
+          from failed left join lateral (
+            select max(sequence) as sequence from response_events where response_id = failed.id
+          ) last on true
+        )
+        select id from failed`.execute(db);
+      return rows.map((row) => row.id);
+    },
+
+    async eventsAfter(id, sequence, limit) {
+      return db
+        .selectFrom('response_events')
+        .select(['sequence', 'type', 'data'])
+        .where('response_id', '=', id)
+        .where('sequence', '>', sequence)
+        .orderBy('sequence')
+        .limit(limit)
+        .execute();
+    },
+
+    async pruneEvents(ageMs) {
+      const result = await sql`delete from response_events events
+        where events.created_at < now() - ${ageMs}::float8 * interval '1 millisecond'
+          and not exists (select 1 from background_runs runs where runs.response_id = events.response_id)`.execute(db);
+      return Number(result.numAffectedRows ?? 0n);
+    },
+  };
+}

@@ -1,0 +1,135 @@
+import { randomUUID } from 'node:crypto';
+import { expect } from 'chai';
+import type { BackgroundResponseStore, NewResponseRecord, ResponseStore } from '../../runtime/ports.js';
+import { createBackgroundResponseRepository, createResponseRepository, migrateToLatest } from '../../storage/index.js';
+import { databaseTargets } from '../support/databases.js';
+import type { TestDatabase } from '../support/databases.js';
+
+/** A queued background response of alice. */
+function queuedResponse(): NewResponseRecord {
+  return {
+    id: `resp_${randomUUID().replaceAll('-', '')}`,
+    userId: 'alice',
+    sessionId: `s-${randomUUID()}`,
+    previousResponseId: null,
+    historyHash: '',
+    body: { object: 'response', status: 'queued', background: true, output: [] },
+    input: [{ id: 'msg_1', type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi' }] }],
+  };
+}
+
+/** An event as the stream numbers and writes it. */
+function event(sequence: number, type = 'response.output_text.delta') {
+  return { sequence, type, data: JSON.stringify({ type, sequence_number: sequence }) };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+for (const target of databaseTargets()) {
+  describe(`createBackgroundResponseRepository on ${target.name}`, () => {
+    let database: TestDatabase;
+    let background: BackgroundResponseStore;
+    let responses: ResponseStore;
+
+    before(async () => {
+      database = await target.open({ vector: false });
+      await migrateToLatest(database, { vector: false, embeddingDimensions: 3 });
+      background = createBackgroundResponseRepository(database.db);
+      responses = createResponseRepository(database.db);
+    });
+    after(async () => {
+      await database?.close();
+    });
+
+    /** The runs of `runner` that renewing sees, by id. */
+    async function runsOf(runner: string) {
+      return new Map((await background.renew(runner, 60_000)).map((run) => [run.id, run.cancelRequested]));
+    }
+
+    it('stores a started response with its first events and its run, which its runner renews and a client can ask to cancel', async () => {
+      const record = queuedResponse();
+      const runner = `runner-${randomUUID()}`;
+      await background.start(record, [event(0, 'response.created'), event(1, 'response.queued')], runner, 60_000);
+      expect((await responses.get(record.id))!.body).to.deep.equal(record.body);
+      expect((await background.eventsAfter(record.id, -1, 10)).map((stored) => stored.type)).to.deep.equal(['response.created', 'response.queued']);
+      expect(await runsOf(runner)).to.deep.equal(new Map([[record.id, false]]));
+      expect(await runsOf(`runner-${randomUUID()}`)).to.deep.equal(new Map());
+      expect(await background.requestCancel(record.id)).to.equal(true);
+      expect(await runsOf(runner)).to.deep.equal(new Map([[record.id, true]]));
+      expect(await background.requestCancel('resp_none')).to.equal(false);
+    });
+
+    it('appends events once each, with the body as it stands, and pages them by sequence number', async () => {
+      const record = queuedResponse();
+      await background.start(record, [], `runner-${randomUUID()}`, 60_000);
+      await background.record(record.id, [event(0), event(1)], { status: 'in_progress', output: ['partial'] });
+      // A batch written again after a failure stores nothing twice; no body leaves the body as it was.
+      await background.record(record.id, [event(1), event(2)]);
+      expect((await responses.get(record.id))!.body).to.deep.equal({ status: 'in_progress', output: ['partial'] });
+      expect((await background.eventsAfter(record.id, -1, 10)).map((stored) => stored.sequence)).to.deep.equal([0, 1, 2]);
+      expect(await background.eventsAfter(record.id, 0, 1)).to.deep.equal([event(1)]);
+      expect(await background.eventsAfter(record.id, 2, 10)).to.deep.equal([]);
+    });
+
+    it("ends a run: the final body, history hash and session, the last events, and no run left to renew", async () => {
+      const record = queuedResponse();
+      const runner = `runner-${randomUUID()}`;
+      await background.start(record, [], runner, 60_000);
+      await background.record(record.id, [event(0)]);
+      await background.finish(record.id, { body: { status: 'completed' }, historyHash: 'h-end', sessionId: 's-forked' }, [event(1, 'response.completed')]);
+      const stored = (await responses.get(record.id))!;
+      expect(stored).to.deep.include({ historyHash: 'h-end', sessionId: 's-forked', body: { status: 'completed' } });
+      expect((await background.eventsAfter(record.id, -1, 10)).map((stored) => stored.type)).to.deep.equal(['response.output_text.delta', 'response.completed']);
+      expect(await runsOf(runner)).to.deep.equal(new Map());
+    });
+
+    it('fails a response whose run lapsed, once, with a last response.failed event after the stored ones', async () => {
+      const lapsed = queuedResponse();
+      const live = queuedResponse();
+      await background.start(lapsed, [], `runner-${randomUUID()}`, 1);
+      await background.start(live, [], `runner-${randomUUID()}`, 60_000);
+      await background.record(lapsed.id, [event(0), event(1)]);
+      await sleep(20);
+      const failed = await background.failAbandoned('the process stopped');
+      expect(failed).to.include(lapsed.id).and.not.include(live.id);
+      expect(await background.failAbandoned('the process stopped')).to.not.include(lapsed.id);
+      const body = (await responses.get(lapsed.id))!.body;
+      expect(body).to.deep.include({ status: 'failed', error: { code: 'server_error', message: 'the process stopped' } });
+      const last = (await background.eventsAfter(lapsed.id, 1, 10))[0]!;
+      expect(last).to.deep.include({ sequence: 2, type: 'response.failed' });
+      expect(JSON.parse(last.data)).to.deep.equal({ type: 'response.failed', sequence_number: 2, response: body });
+      expect((await responses.get(live.id))!.body.status).to.equal('queued');
+    });
+
+    it('fails every running response when asked to (the embedded database at start), numbering the event from 0 when none was stored', async () => {
+      const record = queuedResponse();
+      await background.start(record, [], `runner-${randomUUID()}`, 60_000);
+      expect(await background.failAbandoned('stopped', true)).to.include(record.id);
+      expect((await background.eventsAfter(record.id, -1, 10)).map((stored) => stored.sequence)).to.deep.equal([0]);
+    });
+
+    it('prunes the old events of ended responses only', async () => {
+      const ended = queuedResponse();
+      const running = queuedResponse();
+      await background.start(ended, [], `runner-${randomUUID()}`, 60_000);
+      await background.start(running, [], `runner-${randomUUID()}`, 60_000);
+      await background.record(running.id, [event(0)]);
+      await background.finish(ended.id, { body: { status: 'completed' }, historyHash: 'h', sessionId: ended.sessionId }, [event(0, 'response.completed')]);
+      await sleep(20);
+      expect(await background.pruneEvents(60_000)).to.equal(0);
+      expect(await background.pruneEvents(5)).to.be.at.least(1);
+      expect(await background.eventsAfter(ended.id, -1, 10)).to.deep.equal([]);
+      expect(await background.eventsAfter(running.id, -1, 10)).to.have.length(1);
+    });
+
+    it('lets the run of a deleted response write without storing anything', async () => {
+      const record = queuedResponse();
+      await background.start(record, [], `runner-${randomUUID()}`, 60_000);
+      expect(await responses.remove(record.id)).to.equal(true);
+      await background.record(record.id, [event(0)], { status: 'in_progress' });
+      await background.finish(record.id, { body: { status: 'cancelled' }, historyHash: 'h', sessionId: record.sessionId }, [event(1)]);
+      expect(await responses.get(record.id)).to.equal(undefined);
+      expect(await background.eventsAfter(record.id, -1, 10)).to.deep.equal([]);
+    });
+  });
+}
