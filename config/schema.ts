@@ -90,6 +90,7 @@ export type ConfigValues = {
   };
   auth: { api_keys: string };
   agents: { export_dir: string };
+  responses: { event_retention_ms: number };
   mcp_servers: Record<string, unknown>;
   webhooks: {
     allow_http: boolean;
@@ -196,7 +197,7 @@ export const configSchema: convict.Schema<ConfigValues> = {
       env: 'SESSIONS_WRITE_WAIT_MS',
     },
     lease_ms: {
-      doc: 'On PostgreSQL, a session lease (one turn at a time across workers and instances) not renewed this long is free again, in ms.',
+      doc: 'On PostgreSQL, a session lease (one turn at a time across workers and instances) not renewed this long is free again; on either database, a background response whose process stopped renewing it this long is failed, in ms.',
       format: 'positive-int',
       default: 15_000,
       env: 'SESSIONS_LEASE_MS',
@@ -273,6 +274,14 @@ export const configSchema: convict.Schema<ConfigValues> = {
   },
   agents: {
     export_dir: { doc: 'Folder DELETE /v1/agents/{id} with export_data writes its export files to.', format: String, default: './exports', env: 'AGENTS_EXPORT_DIR' },
+  },
+  responses: {
+    event_retention_ms: {
+      doc: 'How long the streaming events of a background response are kept after it ended, for GET /v1/responses/{id}?stream=true (a broken stream read again), in ms.',
+      format: 'positive-int',
+      default: 86_400_000,
+      env: 'RESPONSES_EVENT_RETENTION_MS',
+    },
   },
   mcp_servers: {
     doc: 'Tool servers: mcp_servers.<name> with transport (stdio or http), command, args, env, url, headers, per_user.',

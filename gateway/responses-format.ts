@@ -82,10 +82,18 @@ export function responseUsage(usage: Usage | null) {
 }
 
 /** What a response object says of its request, whatever its status. */
-export type ResponseFrame = { id: string; createdAt: number; request: ResponsesRequest; store: boolean };
+export type ResponseFrame = { id: string; createdAt: number; request: ResponsesRequest; store: boolean; background?: boolean };
+
+/** A response's status: `queued` and `in_progress` while it runs (background responses are seen so), then one of the others. */
+export type ResponseStatus = 'queued' | 'in_progress' | 'completed' | 'failed' | 'cancelled';
+
+/** True for the statuses a response ends in. */
+export function isFinalStatus(status: unknown): boolean {
+  return status === 'completed' || status === 'failed' || status === 'cancelled' || status === 'incomplete';
+}
 
 /** A response object (`object: 'response'`) in the shape of OpenAI's schema. */
-export function responseBody(frame: ResponseFrame, state: { status: 'in_progress' | 'completed' | 'failed'; output: Array<Record<string, unknown>>; usage?: ReturnType<typeof responseUsage>; error?: { code: string; message: string } | null }) {
+export function responseBody(frame: ResponseFrame, state: { status: ResponseStatus; output: Array<Record<string, unknown>>; usage?: ReturnType<typeof responseUsage>; error?: { code: string; message: string } | null }) {
   const { request } = frame;
   const conversationId = conversationIdOf(request);
   return {
@@ -93,7 +101,7 @@ export function responseBody(frame: ResponseFrame, state: { status: 'in_progress
     object: 'response',
     created_at: frame.createdAt,
     status: state.status,
-    background: false,
+    background: frame.background ?? false,
     error: state.error ?? null,
     incomplete_details: null,
     instructions: request.instructions ?? null,

@@ -40,6 +40,9 @@ export function continuationFor(deps: ContinuationDeps, userId: string, request:
 export async function continuationOf(deps: ContinuationDeps, userId: string, previousId: string): Promise<Continuation> {
   const end = await deps.responses.endOf(previousId);
   if (!end || end.userId !== userId) throw responseNotFound(previousId, 'previous_response_id');
+  if (end.status === 'queued' || end.status === 'in_progress') {
+    throw new ServiceError('INVALID_REQUEST', `response '${previousId}' is still ${end.status}: it can be continued once it has ended`, { param: 'previous_response_id' });
+  }
   if (!end.sessionLive) {
     throw new ServiceError('GONE', `the session of response '${previousId}' was deleted: it cannot be continued`, { param: 'previous_response_id' });
   }

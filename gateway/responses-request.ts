@@ -57,6 +57,7 @@ const ResponsesRequestSchema = z.object({
   conversation: z.union([ConversationId, z.object({ id: ConversationId })]).nullish(),
   store: z.boolean().nullish(),
   stream: z.boolean().nullish(),
+  background: z.boolean().nullish(),
   tools: z.array(FunctionTool).nullish(),
   tool_choice: z.union([z.enum(['auto', 'none', 'required']), z.looseObject({ type: z.string() })]).nullish(),
   max_output_tokens: z.number().int().positive().nullish(),

@@ -6,17 +6,19 @@ import type { Supervisor, TurnOutcome, TurnRequest } from '../runtime/sessions/s
 import { userOf } from './acting-user.js';
 import { listLimit, listOrder, singleQuery } from './list-query.js';
 import { admitTurn, streamingHandlers, type ChatRouteDeps } from './chat-route.js';
-import { finishedResponse, newItemId, type ResponseFrame, type ResponseObject } from './responses-format.js';
+import { finishedResponse, isFinalStatus, newItemId, type ResponseFrame, type ResponseObject } from './responses-format.js';
 import { ResponseEventStream } from './responses-stream.js';
 import { SseWriter } from './sse-writer.js';
 import { toServiceError } from './error-handler.js';
 import { continuationFor, ownResponse, type Continuation } from './responses-history.js';
 import { clientToolsOf, inputItemRecords, inputMessages, parseResponsesRequest, type ResponsesRequest } from './responses-request.js';
 import { unixNow } from './completion-format.js';
+import { cancelResponse, startBackgroundResponse, type BackgroundResponseDeps } from './responses-background.js';
+import { replayResponse } from './response-replay.js';
 import type { UsageLimiter } from './usage-limits.js';
 
 /** What the Responses API routes need. */
-export type ResponsesRouterDeps = {
+export type ResponsesRouterDeps = BackgroundResponseDeps & {
   supervisor: Supervisor;
   responses: ResponseStore;
   sessions: SessionStore;
@@ -36,9 +38,14 @@ export function createResponsesRouter(deps: ResponsesRouterDeps): Router {
     const request = parseResponsesRequest(req.body, { maxMessages: deps.maxMessages });
     const userId = userOf(req, res, deps.defaults.userId);
     const continuation = await continuationFor(deps, userId, request);
+    const frame: ResponseFrame = { id: newItemId('resp'), createdAt: unixNow(), request, store: request.store ?? true, background: request.background ?? false };
+    if (request.background) {
+      const turnOf = (from: Continuation | undefined) => turnRequestOf(deps, request, userId, from);
+      await startBackgroundResponse(deps, { request, userId, frame, continuation, turnOf, resolveAgain: () => continuationFor(deps, userId, request) }, res);
+      return;
+    }
     const signal = await admitTurn(deps.limiter, userId, res);
     if (!signal) return;
-    const frame: ResponseFrame = { id: newItemId('resp'), createdAt: unixNow(), request, store: request.store ?? true };
     const turn = { deps, request, userId, frame, res, signal };
     try {
       await answerTurn({ ...turn, continuation });
@@ -51,8 +58,19 @@ export function createResponsesRouter(deps: ResponsesRouterDeps): Router {
   });
 
   router.get('/v1/responses/:response_id', async (req, res) => {
-    const record = await ownResponse(deps.responses, userOf(req, res, deps.defaults.userId), String(req.params.response_id));
-    res.json(record.body);
+    const id = String(req.params.response_id);
+    const userId = userOf(req, res, deps.defaults.userId);
+    let record = await ownResponse(deps.responses, userId, id);
+    // A response still running whose process stopped is failed before it is shown.
+    if (!isFinalStatus(record.body.status) && (await deps.runs.failLapsed()).includes(id)) record = await ownResponse(deps.responses, userId, id);
+    if (streamQuery(req)) await replayResponse(deps, id, record.body, startingAfterQuery(req), res);
+    else res.json(record.body);
+  });
+
+  router.post('/v1/responses/:response_id/cancel', async (req, res) => {
+    const id = String(req.params.response_id);
+    const record = await ownResponse(deps.responses, userOf(req, res, deps.defaults.userId), id);
+    res.json(await cancelResponse(deps, id, record.body));
   });
 
   router.get('/v1/responses/:response_id/input_items', async (req, res) => {
@@ -63,6 +81,7 @@ export function createResponsesRouter(deps: ResponsesRouterDeps): Router {
   router.delete('/v1/responses/:response_id', async (req, res) => {
     const id = String(req.params.response_id);
     await ownResponse(deps.responses, userOf(req, res, deps.defaults.userId), id);
+    // A background response still running stops: here now, on another process at its next renewal.
     await deps.responses.remove(id);
     res.json({ id, object: 'response', deleted: true });
   });
@@ -81,11 +100,11 @@ type ResponseTurn = {
   signal: AbortSignal;
 };
 
-/** Runs the turn of a response and answers it, as JSON or as a stream of events. */
-async function answerTurn({ deps, request, userId, frame, continuation, res, signal }: ResponseTurn): Promise<void> {
+/** The session turn of a response, continuing where its continuation says. */
+function turnRequestOf(deps: ResponsesRouterDeps, request: ResponsesRequest, userId: string, continuation: Continuation | undefined): TurnRequest {
   // The instructions go after the agent's system prompt, as a client's system message does.
   const instructions: ChatMessage[] = request.instructions ? [{ role: 'system', content: request.instructions }] : [];
-  const turn: TurnRequest = {
+  return {
     userId,
     sessionHint: continuation?.sessionHint,
     continuesAt: continuation?.continuesAt,
@@ -97,6 +116,11 @@ async function answerTurn({ deps, request, userId, frame, continuation, res, sig
       max_tokens: request.max_output_tokens ?? deps.defaults.maxTokens,
     },
   };
+}
+
+/** Runs the turn of a response and answers it, as JSON or as a stream of events. */
+async function answerTurn({ deps, request, userId, frame, continuation, res, signal }: ResponseTurn): Promise<void> {
+  const turn = turnRequestOf(deps, request, userId, continuation);
   // Stored with the turn's end, before the client has it, so that it can be continued as soon as it arrives.
   const recordOf: RecordOf = (body, outcome) =>
     frame.store
@@ -149,6 +173,25 @@ async function streamResponse(supervisor: Supervisor, turn: TurnRequest, frame: 
     // Mid-stream, the error goes in the stream.
     events.fail(toServiceError(error).message);
   }
+}
+
+/** `stream` of a query: true or false (default false). */
+function streamQuery(req: Request): boolean {
+  const value = singleQuery(req, 'stream');
+  if (value === undefined || value === 'false') return false;
+  if (value === 'true') return true;
+  throw new ServiceError('INVALID_REQUEST', `stream must be true or false, got '${value}'`, { param: 'stream' });
+}
+
+/** `starting_after` of a query: the sequence number after which events are sent (default: from the first). */
+function startingAfterQuery(req: Request): number {
+  const value = singleQuery(req, 'starting_after');
+  if (value === undefined) return -1;
+  const number = Number(value);
+  if (!/^-?\d+$/.test(value) || !Number.isSafeInteger(number) || number < -1) {
+    throw new ServiceError('INVALID_REQUEST', `starting_after must be a sequence number (an integer of at least 0), got '${value}'`, { param: 'starting_after' });
+  }
+  return number;
 }
 
 /** A page of input items as OpenAI lists them: `order` (default desc), `after` an item id, `limit` 1–100. */

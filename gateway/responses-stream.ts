@@ -13,7 +13,20 @@ import {
   type ResponseFrame,
   type ResponseObject,
 } from './responses-format.js';
-import type { SseWriter } from './sse-writer.js';
+
+/**
+ * Where a response's events go: a client's stream (an `SseWriter`), the stored events of a
+ * background response, or both. `sequence` is the event's `sequence_number`.
+ */
+export type ResponseEventSink = { event(type: string, json: string, sequence: number): void; end(): void };
+
+/** Events to several sinks: a background response's stored events and the stream of the client that created it. */
+export function sinks(...targets: ResponseEventSink[]): ResponseEventSink {
+  return {
+    event: (type, json, sequence) => targets.forEach((target) => target.event(type, json, sequence)),
+    end: () => targets.forEach((target) => target.end()),
+  };
+}
 
 /** A client function call as it streams in. */
 type StreamedCall = { itemId: string; outputIndex: number; id: string; name: string; arguments: string };
@@ -42,15 +55,40 @@ export class ResponseEventStream {
   private readonly finished = new Map<number, Record<string, unknown>>();
 
   constructor(
-    private readonly sse: SseWriter,
+    private readonly sink: ResponseEventSink,
     private readonly frame: ResponseFrame,
   ) {}
 
   /** The first events: the response exists and is being produced. */
   begin(): void {
-    const response = responseBody(this.frame, { status: 'in_progress', output: [] });
+    this.emit('response.created', { response: responseBody(this.frame, { status: 'in_progress', output: [] }) });
+    this.inProgress();
+  }
+
+  /** The first events of a background response, before its turn starts: it exists and waits. */
+  queued(): void {
+    const response = responseBody(this.frame, { status: 'queued', output: [] });
     this.emit('response.created', { response });
-    this.emit('response.in_progress', { response });
+    this.emit('response.queued', { response });
+  }
+
+  /** The response is being produced (a background response's turn started). */
+  inProgress(): void {
+    this.emit('response.in_progress', { response: responseBody(this.frame, { status: 'in_progress', output: [] }) });
+  }
+
+  /** The response as it stands while it is produced: the items so far, the open message with its text so far. */
+  partial(): ResponseObject {
+    const open = this.messages.at(-1);
+    const items = new Map(this.finished);
+    if (open?.open) items.set(open.outputIndex, { ...messageItem(open.itemId, open.text, 'completed'), status: 'in_progress' });
+    return responseBody(this.frame, { status: 'in_progress', output: byOutputIndex(items) });
+  }
+
+  /** Closes the items of a turn that was cancelled and returns the response: `cancelled`, with what was produced until then. */
+  cancel(): ResponseObject {
+    this.closeMessage();
+    return responseBody(this.frame, { status: 'cancelled', output: byOutputIndex(this.finished) });
   }
 
   text(piece: string): void {
@@ -122,22 +160,29 @@ export class ResponseEventStream {
     return responseBody(this.frame, { status: 'completed', output: outputItems(outcome, ids), usage: responseUsage(outcome.usage) });
   }
 
-  /** The last event, `response.completed` or `response.failed` as the response says, and the end of the stream. */
+  /**
+   * The last event, `response.completed` or `response.failed` as the response says, and the
+   * end of the stream. A cancelled response has no event of its own in OpenAI's schema: its
+   * stream just ends.
+   */
   end(response: ResponseObject): void {
-    this.emit(response.status === 'completed' ? 'response.completed' : 'response.failed', { response });
-    this.sse.end();
+    if (response.status === 'completed' || response.status === 'failed') this.emit(`response.${response.status}`, { response });
+    this.sink.end();
   }
 
   /** Ends the stream with `response.failed` (an error after the stream began). */
   fail(message: string): void {
-    this.closeMessage();
-    this.end(this.failedBody(message));
+    this.end(this.failure(message));
   }
 
-  /** A failed response: its output is what finished before the failure. */
+  /** Closes the items of a turn that failed and returns the response: `failed`, its output what finished before the failure. */
+  failure(message: string): ResponseObject {
+    this.closeMessage();
+    return this.failedBody(message);
+  }
+
   private failedBody(message: string): ResponseObject {
-    const output = [...this.finished.entries()].sort(([a], [b]) => a - b).map(([, item]) => item);
-    return responseBody(this.frame, { status: 'failed', output, error: { code: 'server_error', message } });
+    return responseBody(this.frame, { status: 'failed', output: byOutputIndex(this.finished), error: { code: 'server_error', message } });
   }
 
   private openMessage(): StreamedMessage {
@@ -166,6 +211,12 @@ export class ResponseEventStream {
   }
 
   private emit(type: string, fields: Record<string, unknown>): void {
-    this.sse.event(type, JSON.stringify({ type, sequence_number: this.sequence++, ...fields }));
+    const sequence = this.sequence++;
+    this.sink.event(type, JSON.stringify({ type, sequence_number: sequence, ...fields }), sequence);
   }
+}
+
+/** Output items in the order of their output indexes. */
+function byOutputIndex(items: ReadonlyMap<number, Record<string, unknown>>): Array<Record<string, unknown>> {
+  return [...items.entries()].sort(([a], [b]) => a - b).map(([, item]) => item);
 }

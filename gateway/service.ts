@@ -18,6 +18,7 @@ import { createXStateInspector } from '../runtime/observability/xstate-inspector
 import { createSessionLeaseRepository } from '../storage/session-lease-repository.js';
 import { createDatabase, createStores, migrateToLatest, type Database } from '../storage/index.js';
 import { createAgentsRouter, createHistoryHandlers } from './agents-routes.js';
+import { BackgroundRuns } from './background-runs.js';
 import { createResponsesRouter } from './responses-routes.js';
 import { createConversationsRouter } from './conversations-routes.js';
 import { createApiKeyGuard } from './api-keys.js';
@@ -173,6 +174,15 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     history: createHistoryHandlers({ sessions: stores.sessions, conversations: stores.conversations }),
     recentSessions: config.inspect.recent_sessions,
   });
+  const backgroundRuns = new BackgroundRuns({
+    store: stores.backgroundResponses,
+    leaseMs: config.sessions.lease_ms,
+    eventRetentionMs: config.responses.event_retention_ms,
+    onError: (error) => logger.warn(`background responses: ${error.message}`),
+  });
+  // Responses left running by a process that stopped are failed now, not at the first sweep;
+  // on the embedded database, which one process opens at a time, that is every one left running.
+  await backgroundRuns.failLapsed(database.kind === 'pglite');
   let port = config.app.port;
   const limiter = createUsageLimiter(config.limits, logger);
   const defaults = {
@@ -208,6 +218,9 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     responsesRouter: createResponsesRouter({
       supervisor,
       responses: stores.responses,
+      background: stores.backgroundResponses,
+      runs: backgroundRuns,
+      onError: (error) => logger.warn(`background response: ${error.message}`),
       sessions: stores.sessions,
       limiter,
       defaults,
@@ -241,7 +254,8 @@ export async function startService(config: AppConfig, logger: Logger, options: S
   const close = () =>
     (closing ??= (async () => {
       inspectRoutes.close();
-      const { forced } = await drainServer(server, config.app.shutdown_timeout_ms, handed);
+      // Background responses get the same time to end as requests; those still running then are stored as failed.
+      const [{ forced }] = await Promise.all([drainServer(server, config.app.shutdown_timeout_ms, handed), backgroundRuns.stop(config.app.shutdown_timeout_ms)]);
       if (forced) logger.warn(`requests still running after ${config.app.shutdown_timeout_ms} ms were cut; their turns are cancelled and stored`);
       // Cut requests cancel their turns; each still stores how it ended.
       await supervisor.stop(CANCELLED_TURNS_WAIT_MS);

@@ -31,6 +31,7 @@ const SECTION_INTROS: Record<string, string> = {
   oauth: 'The identity provider where users connect their accounts for per-user tools. See [oauth.md](oauth.md).',
   auth: 'API keys. See [api.md](api.md#api-keys).',
   agents: 'The `/v1/agents` endpoints.',
+  responses: 'The Responses API\'s background responses: how long the events of one are kept, so that its stream can be read again after it ended. See [api.md](api.md#background-responses).',
   mcp_servers: 'Tool servers, by name. They are set in the deployment file only: there is no environment variable. See [mcp-servers.md](mcp-servers.md).',
   webhooks: 'Which webhook targets are accepted and how deliveries are retried. See [api.md](api.md#webhooks).',
 };

@@ -1,0 +1,140 @@
+import { expect } from 'chai';
+import OpenAI from 'openai';
+import type { Response as OpenAIResponse, ResponseStreamEvent } from 'openai/resources/responses/responses';
+import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
+import { lastContext, refusal } from '../support/openai-answers.js';
+import { serviceStorageTargets, type StorageTarget } from '../support/service-storage.js';
+import { startTestService, type TestService } from '../support/service-harness.js';
+import { waitFor } from '../support/wait-for.js';
+
+/** Twelve words the scripted LLM streams one by one, `paceMs` apart. */
+function slowInput(paceMs: number): string {
+  return `one two three four five six seven eight nine ten eleven twelve [[pace:${paceMs}]]`;
+}
+
+/** The text of a response's message items. */
+function textOf(response: Pick<OpenAIResponse, 'output'>): string {
+  return response.output.flatMap((item) => (item.type === 'message' ? item.content.map((part) => (part.type === 'output_text' ? part.text : '')) : [])).join('');
+}
+
+/** The deltas' text of streamed events. */
+function deltaText(events: ResponseStreamEvent[]): string {
+  return events.map((event) => (event.type === 'response.output_text.delta' ? event.delta : '')).join('');
+}
+
+for (const target of serviceStorageTargets()) {
+  describe(`background responses (${target.name})`, function () {
+    this.timeout(30_000);
+    let llm: FakeLlm;
+    let storage: Awaited<ReturnType<StorageTarget['prepare']>>;
+    let harness: TestService;
+    let client: OpenAI;
+
+    before(async () => {
+      llm = await startFakeLlm();
+      storage = await target.prepare();
+      harness = await startTestService({ llm, env: { ...storage.env, SESSIONS_LEASE_MS: '1000' } });
+      client = harness.client;
+    });
+    after(async () => {
+      await harness?.close();
+      await storage?.cleanup();
+      await llm?.close();
+    });
+    beforeEach(() => llm.reset());
+
+    /** Retrieves a response until `done` holds for it. */
+    function pollUntil(id: string, done: (response: OpenAIResponse) => boolean, what: string): Promise<OpenAIResponse> {
+      return waitFor(async () => {
+        const response = await client.responses.retrieve(id);
+        return done(response) ? response : undefined;
+      }, what);
+    }
+
+    it('answers at once with a queued response, runs the turn with no client connected, and shows its progress and result on retrieve', async () => {
+      const created = await client.responses.create({ model: 'svc-agent', input: slowInput(60), background: true });
+      expect(created).to.include({ object: 'response', background: true, status: 'queued', store: true });
+      expect(created.output).to.deep.equal([]);
+      const partway = await pollUntil(created.id, (response) => response.status === 'in_progress' && textOf(response).length > 0, 'progress to show');
+      expect(partway.output[0]).to.include({ type: 'message', status: 'in_progress' });
+      expect('Echo: one two three four five six seven eight nine ten eleven twelve').to.include(textOf(partway));
+      const done = await pollUntil(created.id, (response) => response.status === 'completed', 'the response to complete');
+      expect(done.output_text).to.equal(`Echo: ${slowInput(60)}`);
+      expect(done.usage?.total_tokens).to.be.greaterThan(0);
+      // A finished background response is continued like any other.
+      const next = await client.responses.create({ model: 'svc-agent', input: 'And now?', previous_response_id: created.id });
+      expect(next.output_text).to.equal('Echo: And now?');
+      expect(lastContext(llm).slice(1).map((message) => message.role)).to.deep.equal(['user', 'assistant', 'user']);
+    });
+
+    it('resumes a stream broken after a few deltas with starting_after: the text whole, no event repeated or missing', async () => {
+      const stream = await client.responses.create({ model: 'svc-agent', input: slowInput(40), background: true, stream: true });
+      const before: ResponseStreamEvent[] = [];
+      for await (const event of stream) {
+        before.push(event);
+        if (before.filter((seen) => seen.type === 'response.output_text.delta').length === 3) break;
+      }
+      expect(before[0]).to.deep.include({ type: 'response.created', sequence_number: 0 });
+      expect((before[0] as { response: OpenAIResponse }).response).to.include({ status: 'queued', background: true });
+      const id = (before[0] as { response: OpenAIResponse }).response.id;
+      const last = before.at(-1)!.sequence_number;
+      // The turn goes on without the client.
+      const after: ResponseStreamEvent[] = [];
+      for await (const event of await client.responses.retrieve(id, { stream: true, starting_after: last })) after.push(event);
+      const sequences = [...before, ...after].map((event) => event.sequence_number);
+      expect(sequences).to.deep.equal(sequences.map((_, index) => index));
+      expect(after.at(-1)!.type).to.equal('response.completed');
+      expect(deltaText([...before, ...after])).to.equal(`Echo: ${slowInput(40)}`);
+      // From the start, the whole stream again.
+      const again: ResponseStreamEvent[] = [];
+      for await (const event of await client.responses.retrieve(id, { stream: true })) again.push(event);
+      expect(again.map((event) => event.type)).to.deep.equal([...before, ...after].map((event) => event.type));
+    });
+
+    it('cancels a background response: the LLM request in flight is cancelled and it ends cancelled with the text produced so far', async () => {
+      const created = await client.responses.create({ model: 'svc-agent', input: slowInput(300), background: true });
+      await pollUntil(created.id, (response) => textOf(response).length > 0, 'some text');
+      const cancelled = await client.responses.cancel(created.id);
+      expect(cancelled).to.include({ id: created.id, status: 'cancelled', background: true });
+      const text = textOf(cancelled);
+      expect(text.length).to.be.greaterThan(0);
+      expect(`Echo: ${slowInput(300)}`.startsWith(text)).to.equal(true);
+      expect(text).to.not.equal(`Echo: ${slowInput(300)}`);
+      await llm.waitForAbort(() => true, 5_000);
+      expect(await client.responses.retrieve(created.id)).to.deep.include({ status: 'cancelled', output: cancelled.output });
+      // Cancelling again changes nothing.
+      expect(await client.responses.cancel(created.id)).to.deep.include({ status: 'cancelled', output: cancelled.output });
+      // Its stream, read again, ends where it was cancelled.
+      const events: ResponseStreamEvent[] = [];
+      for await (const event of await client.responses.retrieve(created.id, { stream: true })) events.push(event);
+      expect(deltaText(events)).to.equal(text);
+    });
+
+    it('refuses what a background response cannot do, naming the param, and stores nothing for it', async () => {
+      const countResponses = async () => Number((await harness.service.database.db.selectFrom('responses').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
+      const stored = await countResponses();
+      expect(await refusal(client.responses.create({ model: 'svc-agent', input: 'hi', background: true, store: false }))).to.deep.include({ status: 400, param: 'store' });
+      expect(await countResponses()).to.equal(stored);
+
+      const running = await client.responses.create({ model: 'svc-agent', input: slowInput(200), background: true });
+      expect(await refusal(client.responses.create({ model: 'svc-agent', input: 'next', previous_response_id: running.id }))).to.deep.include({ status: 400, param: 'previous_response_id' });
+      await client.responses.cancel(running.id);
+
+      const plain = await client.responses.create({ model: 'svc-agent', input: 'not in the background' });
+      expect(await refusal(client.responses.cancel(plain.id))).to.deep.include({ status: 400, param: 'response_id' });
+      expect(await refusal(client.responses.retrieve(plain.id, { stream: true }))).to.deep.include({ status: 400, param: 'stream' });
+      expect(await refusal(client.responses.retrieve(running.id, { stream: true, starting_after: -5 }))).to.deep.include({ status: 400, param: 'starting_after' });
+      const stranger = new OpenAI({ baseURL: harness.baseURL, apiKey: 'placeholder', maxRetries: 0, defaultHeaders: { 'X-User-ID': 'mallory' } });
+      expect(await refusal(stranger.responses.cancel(running.id))).to.deep.include({ status: 404 });
+      expect(await refusal(stranger.responses.retrieve(running.id, { stream: true }))).to.deep.include({ status: 404 });
+    });
+
+    it('stops a deleted background response that was still running', async () => {
+      const created = await client.responses.create({ model: 'svc-agent', input: slowInput(300), background: true });
+      await pollUntil(created.id, (response) => response.status === 'in_progress', 'the turn to start');
+      await client.responses.delete(created.id);
+      await llm.waitForAbort(() => true, 5_000);
+      expect(await refusal(client.responses.retrieve(created.id))).to.deep.include({ status: 404 });
+    });
+  });
+}

@@ -1,0 +1,158 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+import OpenAI from 'openai';
+import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
+import pg from 'pg';
+import { freePort, startChild, type RunningChild } from '../../scripts/bench/child-process.js';
+import { createScratchDatabase, type ScratchDatabase } from '../../scripts/bench/scratch-database.js';
+import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
+import { clusterWorkersOf } from '../support/cluster-workers.js';
+import { isProcessAlive, waitFor } from '../support/wait-for.js';
+
+const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const LEASE_MS = 1_000;
+/** The scripted LLM never answers this turn: it runs until its process dies. */
+const HANGING_INPUT = 'Think about it for a long time [[hang]]';
+
+/** The service as `npm start` runs it, on `port`, with `env` added. */
+function startService(port: number, llm: FakeLlm, env: NodeJS.ProcessEnv): Promise<RunningChild> {
+  return startChild({
+    name: 'service',
+    script: 'gateway/main.ts',
+    cwd: REPO_ROOT,
+    env: {
+      ...process.env,
+      APP_HOST: '127.0.0.1',
+      APP_PORT: String(port),
+      LLM_BASE_URL: llm.url,
+      LIMITS_REQUESTS_PER_MINUTE: '0',
+      LIMITS_CONCURRENT_REQUESTS: '0',
+      SESSIONS_LEASE_MS: String(LEASE_MS),
+      LOG_LEVEL: 'info',
+      ...env,
+    },
+    ready: { line: /listening on/ },
+  });
+}
+
+/** Every event of a response's stream read again from the start. */
+async function replay(client: OpenAI, id: string): Promise<ResponseStreamEvent[]> {
+  const events: ResponseStreamEvent[] = [];
+  for await (const event of await client.responses.retrieve(id, { stream: true })) events.push(event);
+  return events;
+}
+
+/** What a client sees of a background response whose process died: failed, with a last response.failed event, and the session goes on. */
+async function expectFailedAndContinued(client: OpenAI, id: string): Promise<void> {
+  const failed = await waitFor(async () => {
+    const response = await client.responses.retrieve(id);
+    return response.status === 'failed' ? response : undefined;
+  }, 'the response to fail', 4 * LEASE_MS + 5_000);
+  expect(failed.error).to.deep.include({ code: 'server_error' });
+  expect(failed.error!.message).to.match(/stopped/);
+  const events = await replay(client, id);
+  expect(events[0]!.type).to.equal('response.created');
+  expect(events.at(-1)).to.deep.include({ type: 'response.failed' });
+  const next = await client.responses.create({ model: 'svc-agent', input: 'Are you there?', previous_response_id: id });
+  expect(next).to.include({ status: 'completed', output_text: 'Echo: Are you there?' });
+}
+
+const serverUrl = process.env.TEST_DATABASE_URL;
+const onServer = serverUrl ? describe : describe.skip;
+
+onServer(`a worker killed under a background response${serverUrl ? '' : ' (skipped: needs TEST_DATABASE_URL)'}`, function () {
+  this.timeout(90_000);
+  let database: ScratchDatabase;
+  let llm: FakeLlm;
+  let service: RunningChild;
+  let client: OpenAI;
+
+  before(async () => {
+    database = await createScratchDatabase(serverUrl!);
+    llm = await startFakeLlm();
+    const port = await freePort();
+    service = await startService(port, llm, { APP_WORKERS: '2', DB_URL: database.url });
+    await waitFor(() => clusterWorkersOf(service.process.pid!).length === 2, 'two workers', 30_000);
+    // As a user's client would, it tries again when a connection the dead worker held breaks.
+    client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'placeholder', maxRetries: 2 });
+  });
+  after(async () => {
+    await service?.stop(2_000);
+    await llm?.close();
+    await database?.drop();
+  });
+
+  it('leaves it failed, never in progress, and its session usable, once the lapsed run is found on any worker', async () => {
+    const created = await client.responses.create({ model: 'svc-agent', input: HANGING_INPUT, background: true });
+    await llm.waitForRequest(() => true, 10_000);
+    const runner = await waitFor(async () => {
+      const db = new pg.Client({ connectionString: database.url });
+      await db.connect();
+      try {
+        const { rows } = await db.query<{ runner: string }>('select runner from background_runs where response_id = $1', [created.id]);
+        return rows[0]?.runner;
+      } finally {
+        await db.end();
+      }
+    }, 'the run row');
+    // The runner is named host:pid:random.
+    const pid = Number(runner.split(':').at(-2));
+    expect(clusterWorkersOf(service.process.pid!)).to.include(pid);
+    process.kill(pid, 'SIGKILL');
+    await waitFor(() => !isProcessAlive(pid), 'the worker to die');
+    await expectFailedAndContinued(client, created.id);
+  });
+});
+
+describe('the embedded service killed or stopped under a background response', function () {
+  this.timeout(90_000);
+  let folder: string;
+  let llm: FakeLlm;
+  let service: RunningChild | undefined;
+
+  before(async () => {
+    folder = mkdtempSync(join(tmpdir(), 'svc-background-kill-'));
+    llm = await startFakeLlm();
+  });
+  after(async () => {
+    await service?.stop(2_000);
+    await llm?.close();
+    rmSync(folder, { recursive: true, force: true });
+  });
+
+  it('fails the response at the next start, and its session goes on', async () => {
+    const port = await freePort();
+    const env = { DB_URL: '', DATA_DIR: join(folder, 'data') };
+    const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'placeholder', maxRetries: 0 });
+    service = await startService(port, llm, env);
+    const created = await client.responses.create({ model: 'svc-agent', input: HANGING_INPUT, background: true });
+    await llm.waitForRequest(() => true, 10_000);
+    const pid = service.process.pid!;
+    process.kill(pid, 'SIGKILL');
+    await waitFor(() => !isProcessAlive(pid), 'the service to die');
+    service = await startService(port, llm, env);
+    // Failed at start: the first read already says so.
+    expect(await client.responses.retrieve(created.id)).to.deep.include({ status: 'failed' });
+    await expectFailedAndContinued(client, created.id);
+  });
+
+  it('stopped gracefully, gives a running response the shutdown time to end, then stores it failed', async () => {
+    await service?.stop(2_000);
+    const port = await freePort();
+    const env = { DB_URL: '', DATA_DIR: join(folder, 'data'), APP_SHUTDOWN_TIMEOUT_MS: '300' };
+    const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'placeholder', maxRetries: 0 });
+    service = await startService(port, llm, env);
+    llm.reset();
+    const created = await client.responses.create({ model: 'svc-agent', input: HANGING_INPUT, background: true });
+    await llm.waitForRequest(() => true, 10_000);
+    await service.stop(10_000);
+    service = await startService(port, llm, env);
+    const stopped = await client.responses.retrieve(created.id);
+    expect(stopped.status).to.equal('failed');
+    expect(stopped.error!.message).to.equal('the service stopped before this response finished');
+    expect((await replay(client, created.id)).at(-1)).to.deep.include({ type: 'response.failed' });
+  });
+});
