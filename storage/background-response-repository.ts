@@ -3,9 +3,20 @@ import type { BackgroundResponseStore, StoredResponseEvent } from '../runtime/po
 import type { DatabaseSchema } from './database-schema.js';
 import { toJsonText } from './json-text.js';
 
-/** Events as the column arrays `appendEvents` unnests. */
-function eventColumns(events: StoredResponseEvent[]) {
-  return { sequences: events.map((event) => event.sequence), types: events.map((event) => event.type), data: events.map((event) => event.data) };
+/** Events as the column arrays `unnest` makes rows of again: (sequence, type, data). */
+function eventRows(events: StoredResponseEvent[]) {
+  const sequences = events.map((event) => event.sequence);
+  const types = events.map((event) => event.type);
+  const data = events.map((event) => event.data);
+  return sql`unnest(${sequences}::int[], ${types}::varchar[], ${data}::text[])`;
+}
+
+/** Inserts a running response's events, each once; none when the response is gone (deleted while it ran). */
+function appendEvents(id: string, events: StoredResponseEvent[]) {
+  return sql`insert into response_events (response_id, sequence, type, data)
+    select ${id}::varchar, * from ${eventRows(events)}
+    where exists (select 1 from responses where id = ${id})
+    on conflict do nothing`;
 }
 
 /**
@@ -17,7 +28,6 @@ function eventColumns(events: StoredResponseEvent[]) {
 export function createBackgroundResponseRepository(db: Kysely<DatabaseSchema>): BackgroundResponseStore {
   return {
     async start(record, events, runner, leaseMs) {
-      const columns = eventColumns(events);
       await sql`with response as (
           insert into responses (id, user_id, session_id, previous_response_id, history_hash, body, input)
           values (${record.id}, ${record.userId}, ${record.sessionId}, ${record.previousResponseId}, ${record.historyHash},
@@ -25,32 +35,19 @@ export function createBackgroundResponseRepository(db: Kysely<DatabaseSchema>): 
           returning id
         ), appended as (
           insert into response_events (response_id, sequence, type, data)
-          select response.id, events.* from response,
-            unnest(${columns.sequences}::int[], ${columns.types}::varchar[], ${columns.data}::text[]) as events
+          select response.id, events.* from response, ${eventRows(events)} as events
         )
         insert into background_runs (response_id, runner, expires_at)
         select id, ${runner}::varchar, now() + ${leaseMs}::float8 * interval '1 millisecond' from response`.execute(db);
     },
 
     async record(id, events, body) {
-      const columns = eventColumns(events);
-      await sql`with appended as (
-          insert into response_events (response_id, sequence, type, data)
-          select ${id}::varchar, * from unnest(${columns.sequences}::int[], ${columns.types}::varchar[], ${columns.data}::text[])
-          where exists (select 1 from responses where id = ${id})
-          on conflict do nothing
-        )
+      await sql`with appended as (${appendEvents(id, events)})
         update responses set body = coalesce(${body === undefined ? null : toJsonText(body)}::jsonb, body) where id = ${id}`.execute(db);
     },
 
     async finish(id, end, events) {
-      const columns = eventColumns(events);
-      await sql`with appended as (
-          insert into response_events (response_id, sequence, type, data)
-          select ${id}::varchar, * from unnest(${columns.sequences}::int[], ${columns.types}::varchar[], ${columns.data}::text[])
-          where exists (select 1 from responses where id = ${id})
-          on conflict do nothing
-        ), ended as (
+      await sql`with appended as (${appendEvents(id, events)}), ended as (
           delete from background_runs where response_id = ${id}
         )
         update responses set body = ${toJsonText(end.body)}::jsonb, history_hash = ${end.historyHash}, session_id = ${end.sessionId}

@@ -1,0 +1,102 @@
+import { randomUUID } from 'node:crypto';
+import { expect } from 'chai';
+import { BackgroundRuns, RUN_CANCELLED } from '../../gateway/background-runs.js';
+import type { BackgroundResponseStore, NewResponseRecord, ResponseStore } from '../../runtime/ports.js';
+import { createBackgroundResponseRepository, createResponseRepository, migrateToLatest } from '../../storage/index.js';
+import { databaseTargets } from '../support/databases.js';
+import type { TestDatabase } from '../support/databases.js';
+import { waitFor } from '../support/wait-for.js';
+
+const LEASE_MS = 300;
+
+function queuedResponse(): NewResponseRecord {
+  return {
+    id: `resp_${randomUUID().replaceAll('-', '')}`,
+    userId: 'alice',
+    sessionId: `s-${randomUUID()}`,
+    previousResponseId: null,
+    historyHash: '',
+    body: { status: 'queued', background: true },
+    input: [],
+  };
+}
+
+for (const target of databaseTargets()) {
+  describe(`BackgroundRuns of two processes on ${target.name}`, () => {
+    let database: TestDatabase;
+    let store: BackgroundResponseStore;
+    let responses: ResponseStore;
+    let here: BackgroundRuns;
+    let there: BackgroundRuns;
+    const errors: Error[] = [];
+
+    before(async () => {
+      database = await target.open({ vector: false });
+      await migrateToLatest(database, { vector: false, embeddingDimensions: 3 });
+      store = createBackgroundResponseRepository(database.db);
+      responses = createResponseRepository(database.db);
+      const deps = { store, leaseMs: LEASE_MS, eventRetentionMs: 60_000, onError: (error: Error) => errors.push(error) };
+      here = new BackgroundRuns(deps);
+      there = new BackgroundRuns(deps);
+    });
+    after(async () => {
+      await here?.stop(0);
+      await there?.stop(0);
+      await database?.close();
+    });
+
+    /** Starts a run here that waits until its signal aborts, and says why it did. */
+    async function runHere(): Promise<{ id: string; reason: Promise<unknown> }> {
+      const record = queuedResponse();
+      await store.start(record, [], here.runner, LEASE_MS);
+      let settle!: (reason: unknown) => void;
+      const reason = new Promise<unknown>((resolve) => (settle = resolve));
+      here.run(record.id, (signal) => new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(settle(signal.reason)), { once: true })));
+      return { id: record.id, reason };
+    }
+
+    it('keeps a run alive past its lease while its process renews it', async () => {
+      const { id } = await runHere();
+      await new Promise((resolve) => setTimeout(resolve, 3 * LEASE_MS));
+      expect(await there.failLapsed()).to.not.include(id);
+      await here.cancel(id);
+    });
+
+    it('cancels a run when another process asks, at the next renewal', async () => {
+      const { id, reason } = await runHere();
+      expect(await there.cancel(id)).to.equal(true);
+      expect(await reason).to.equal(RUN_CANCELLED);
+    });
+
+    it('cancels a run whose response was deleted', async () => {
+      const { id, reason } = await runHere();
+      await responses.remove(id);
+      expect(await reason).to.equal(RUN_CANCELLED);
+    });
+
+    it('wakes a reader here as soon as events are stored, and one elsewhere only by its poll', async () => {
+      const id = `resp_${randomUUID()}`;
+      const gone = new AbortController();
+      const started = performance.now();
+      const woken = here.waitForEvents(id, 5_000, gone.signal);
+      here.eventsStored(id);
+      await woken;
+      expect(performance.now() - started).to.be.below(1_000);
+      const elsewhere = there.waitForEvents(id, 100, gone.signal);
+      here.eventsStored(id);
+      const waited = performance.now();
+      await elsewhere;
+      expect(performance.now() - waited).to.be.at.least(50);
+    });
+
+    it('fails the response of a run nobody renews once its lease lapsed', async () => {
+      const record = queuedResponse();
+      await store.start(record, [], `gone-${randomUUID()}`, LEASE_MS);
+      expect(await there.failLapsed()).to.not.include(record.id);
+      const failed = await waitFor(async () => (await there.failLapsed()).includes(record.id), 'the lapsed run', 5_000);
+      expect(failed).to.equal(true);
+      expect((await responses.get(record.id))!.body).to.deep.include({ status: 'failed' });
+      expect(errors).to.deep.equal([]);
+    });
+  });
+}
