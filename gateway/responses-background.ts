@@ -84,6 +84,8 @@ export async function startBackgroundResponse(deps: BackgroundResponseDeps, back
     throw error;
   }
   const stream = events;
+  // The session is known from the start (a background turn never forks: it names its session).
+  res.set('X-Session-ID', sessionId);
   deps.runs.run(frame.id, (signal) => runInBackground(deps, background, sessionId, stream, log, signal).finally(release));
   if (request.stream) await replayResponse(deps, frame.id, queued, -1, res);
   else res.json(queued);

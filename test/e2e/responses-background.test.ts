@@ -52,8 +52,10 @@ for (const target of serviceStorageTargets()) {
     }
 
     it('answers at once with a queued response, runs the turn with no client connected, and shows its progress and result on retrieve', async () => {
-      const created = await client.responses.create({ model: 'svc-agent', input: slowInput(60), background: true });
+      const { data: created, response: answer } = await client.responses.create({ model: 'svc-agent', input: slowInput(60), background: true }).withResponse();
       expect(created).to.include({ object: 'response', background: true, status: 'queued', store: true });
+      const sessionId = answer.headers.get('x-session-id');
+      expect(sessionId).to.be.a('string');
       expect(created.output).to.deep.equal([]);
       const partway = await pollUntil(created.id, (response) => response.status === 'in_progress' && textOf(response).length > 0, 'progress to show');
       expect(partway.output[0]).to.include({ type: 'message', status: 'in_progress' });
@@ -61,6 +63,9 @@ for (const target of serviceStorageTargets()) {
       const done = await pollUntil(created.id, (response) => response.status === 'completed', 'the response to complete');
       expect(done.output_text).to.equal(`Echo: ${slowInput(60)}`);
       expect(done.usage?.total_tokens).to.be.greaterThan(0);
+      // The turn is one of the session named at once, stored as any other turn.
+      const rows = await harness.service.database.db.selectFrom('conversations').select('role').where('session_id', '=', sessionId!).orderBy('id').execute();
+      expect(rows.map((row) => row.role)).to.deep.equal(['user', 'assistant']);
       // A finished background response is continued like any other.
       const next = await client.responses.create({ model: 'svc-agent', input: 'And now?', previous_response_id: created.id });
       expect(next.output_text).to.equal('Echo: And now?');
