@@ -116,7 +116,7 @@ describe('McpRegistry with server-everything over streamable HTTP', () => {
 
   before(async () => {
     server = await startEverythingHttp();
-    registry = testRegistry({ servers: { everything: { transport: 'http', url: server.url, headers: {}, per_user: false } } });
+    registry = testRegistry({ servers: { everything: { transport: 'http', url: server.url, headers: {}, per_user: false, require_approval: 'never' } } });
     await registry.start();
   });
 
@@ -257,7 +257,7 @@ describe('McpRegistry with servers that cannot start', () => {
   it('resolves start, marks the server failed and serves the other servers when a command does not exist', async () => {
     registry = testRegistry({
       servers: {
-        missing: { transport: 'stdio', command: '/nonexistent/mcp-server', args: [], env: {}, per_user: false },
+        missing: { transport: 'stdio', command: '/nonexistent/mcp-server', args: [], env: {}, per_user: false, require_approval: 'never' },
         everything: everythingStdioConfig(),
       },
     });
@@ -273,7 +273,7 @@ describe('McpRegistry with servers that cannot start', () => {
   });
 
   it('retries a failed server in the background when it could not be started', async () => {
-    registry = testRegistry({ servers: { missing: { transport: 'stdio', command: '/nonexistent/mcp-server', args: [], env: {}, per_user: false } } });
+    registry = testRegistry({ servers: { missing: { transport: 'stdio', command: '/nonexistent/mcp-server', args: [], env: {}, per_user: false, require_approval: 'never' } } });
     await registry.start();
 
     const status = await waitFor(() => {
@@ -292,6 +292,7 @@ describe('McpRegistry with servers that cannot start', () => {
       args: ['-e', 'setInterval(() => {}, 1000)'],
       env: {},
       per_user: false,
+      require_approval: 'never' as const,
     });
     registry = testRegistry({ servers: { one: silent(), two: silent(), three: silent() }, connectTimeoutMs: 600, retry: { initialMs: 60_000, maxMs: 60_000 } });
     const started = performance.now();
