@@ -110,6 +110,43 @@ describe('McpRegistry with server-everything over stdio', () => {
   });
 });
 
+describe('McpRegistry approvals (require_approval)', () => {
+  let registry: ReturnType<typeof testRegistry>;
+  const warnings: Array<{ message: string; meta?: Record<string, unknown> }> = [];
+
+  before(async () => {
+    const logger = { info: () => {}, error: () => {}, warn: (message: string, meta?: Record<string, unknown>) => warnings.push({ message, meta }) };
+    registry = testRegistry({
+      servers: {
+        listed: { ...everythingStdioConfig(), require_approval: ['get-sum', 'get-summ'] },
+        careful: { ...everythingStdioConfig(), require_approval: 'always' },
+      },
+      logger,
+    });
+    await registry.start();
+  });
+
+  after(() => registry.close());
+
+  it('holds only the listed tools of a server with a list, by their name on the server', () => {
+    expect(registry.approvalFor('listed__get-sum')).to.deep.equal({ server: 'listed', tool: 'get-sum' });
+    expect(registry.approvalFor('listed__echo')).to.equal(undefined);
+  });
+
+  it('holds every tool of a server with always, and nothing for a name no server offers', () => {
+    expect(registry.approvalFor('careful__echo')).to.deep.equal({ server: 'careful', tool: 'echo' });
+    expect(registry.approvalFor('careful__get-sum')).to.deep.equal({ server: 'careful', tool: 'get-sum' });
+    expect(registry.approvalFor('nowhere__tool')).to.equal(undefined);
+  });
+
+  it('warns once of a listed name the server does not offer', () => {
+    expect(warnings.filter((warning) => warning.meta?.tool === 'get-summ')).to.deep.equal([
+      { message: 'tool server listed: require_approval names get-summ, which the server does not offer', meta: { server: 'listed', tool: 'get-summ' } },
+    ]);
+    expect(warnings.filter((warning) => warning.meta?.tool === 'get-sum')).to.deep.equal([]);
+  });
+});
+
 describe('McpRegistry with server-everything over streamable HTTP', () => {
   let server: EverythingHttp;
   let registry: ReturnType<typeof testRegistry>;
