@@ -11,7 +11,7 @@ import { ResponseEventStream } from './responses-stream.js';
 import { SseWriter } from './sse-writer.js';
 import { toServiceError } from './error-handler.js';
 import { continuationFor, ownResponse, type Continuation } from './responses-history.js';
-import { clientToolsOf, inputItemRecords, inputMessages, parseResponsesRequest, type ResponsesRequest } from './responses-request.js';
+import { approvalAnswersOf, clientToolsOf, inputItemRecords, inputMessages, parseResponsesRequest, type ResponsesRequest } from './responses-request.js';
 import { unixNow } from './completion-format.js';
 import type { UsageLimiter } from './usage-limits.js';
 
@@ -91,6 +91,7 @@ async function answerTurn({ deps, request, userId, frame, continuation, res, sig
     continuesAt: continuation?.continuesAt,
     messages: [...instructions, ...(continuation?.history ?? []), ...inputMessages(request)],
     clientTools: clientToolsOf(request),
+    approvals: approvalAnswersOf(request),
     params: {
       model: deps.defaults.llmModel,
       temperature: request.temperature ?? deps.defaults.temperature,
@@ -133,6 +134,7 @@ async function streamResponse(supervisor: Supervisor, turn: TurnRequest, frame: 
     content: (piece) => events.text(piece),
     toolCall: (delta) => events.toolCall(delta),
     toolActivity: (activity) => events.toolActivity(activity),
+    approvalRequests: (requests) => events.approvalRequests(requests),
   });
   let body: ResponseObject | undefined;
   // The items are closed once the turn ended, before its end is stored; `response.completed` waits for the commit.
