@@ -297,15 +297,16 @@ export class TurnRunner {
    * as they start and finish, with heartbeats to a quiet stream; they become the turn's first
    * steps) and makes the refused ones' results. Returns each request's result, in order.
    */
-  private decide(turn: ActiveTurn, sessionId: string, decisions: ApprovalDecision[], signal: AbortSignal): Promise<ToolCallResult[]> {
+  private async decide(turn: ActiveTurn, sessionId: string, decisions: ApprovalDecision[], signal: AbortSignal): Promise<ToolCallResult[]> {
     const scope = { userId: turn.userId, sessionId, signal };
-    const carryOut = async (decision: ApprovalDecision): Promise<ToolCallResult> => {
-      if (!decision.approve) return denialResult(decision);
-      const result = await this.runCall(turn, decision.request.call, scope, decision.request);
-      turn.decidedSteps.push({ type: 'tool', call: decision.request.call, result, approvalRequestId: decision.request.id });
-      return result;
-    };
-    return this.withHeartbeat(turn, () => Promise.all(decisions.map(carryOut)));
+    const carryOut = (decision: ApprovalDecision) =>
+      decision.approve ? this.runCall(turn, decision.request.call, scope, decision.request) : Promise.resolve(denialResult(decision));
+    const results = await this.withHeartbeat(turn, () => Promise.all(decisions.map(carryOut)));
+    // In the order they started (and were streamed), whichever finished first.
+    turn.decidedSteps = decisions.flatMap((decision, index): TurnStep[] =>
+      decision.approve ? [{ type: 'tool', call: decision.request.call, result: results[index]!, approvalRequestId: decision.request.id }] : [],
+    );
+    return results;
   }
 
   /**

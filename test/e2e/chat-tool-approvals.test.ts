@@ -143,6 +143,32 @@ describe('tool approvals in chat completions (require_approval: [get-sum])', () 
     expect(toolCalls).to.deep.equal([]);
   });
 
+  it('asks for several held calls in one question and runs them all on one yes', async () => {
+    harness.llm.script({
+      match: { lastUserIncludes: 'two sums', hasToolResults: false },
+      reply: {
+        toolCalls: [
+          { id: 'call_one', name: 'everything__get-sum', arguments: { a: 1, b: 2 } },
+          { id: 'call_two', name: 'everything__get-sum', arguments: { a: 4, b: 5 } },
+        ],
+      },
+      times: 1,
+    });
+    const asked = await chat([{ role: 'user', content: 'Do two sums' }]);
+    expect(asked.content).to.equal(
+      [
+        'May I run these tools?',
+        '1. get-sum of the server everything with the arguments {"a":1,"b":2}',
+        '2. get-sum of the server everything with the arguments {"a":4,"b":5}',
+        'Reply yes to run them all, or no.',
+      ].join('\n'),
+    );
+    const answered = await chat([{ role: 'user', content: 'y' }], asked.sessionId);
+    expect(answered.content).to.match(/^Tool result: .*\b3\b[\s\S]*\n.*\b9\b/);
+    expect(toolCalls).to.have.length(2);
+    expect(lastLlmDialogue().map((message) => message.tool_call_id ?? message.role)).to.deep.equal(['user', 'assistant', 'call_one', 'call_two']);
+  });
+
   it('runs a tool of the server that is not listed at once', async () => {
     const { content } = await chat([{ role: 'user', content: 'Say [[tool:everything__echo {"message":"hi"}]]' }]);
     expect(content).to.equal('Tool result: Echo: hi');

@@ -158,6 +158,39 @@ describe('tool approvals in the Responses API (require_approval: always)', () =>
     expect(lastLlmDialogue().map((message) => message.role)).to.deep.equal(['user', 'assistant', 'tool', 'user']);
   });
 
+  it('decides each held call by its own answer, and refuses the one the answers leave out', async () => {
+    harness.llm.script({
+      match: { lastUserIncludes: 'echo and add', hasToolResults: false },
+      reply: {
+        content: 'Both, please.',
+        toolCalls: [
+          { id: 'call_echo', name: 'everything__echo', arguments: { message: 'hi' } },
+          { id: 'call_sum', name: 'everything__get-sum', arguments: { a: 2, b: 3 } },
+        ],
+      },
+      times: 1,
+    });
+    const asked = await client.responses.create({ model: 'svc-agent', input: 'Please echo and add' });
+    expect(asked.output.map((item) => item.type)).to.deep.equal(['message', 'mcp_approval_request', 'mcp_approval_request']);
+    expect(asked.output_text).to.equal('Both, please.');
+    const [echo, sum] = asked.output.slice(1) as ApprovalRequestItem[];
+    expect([echo!.name, sum!.name]).to.deep.equal(['echo', 'get-sum']);
+
+    const decided = await client.responses.create({
+      model: 'svc-agent',
+      previous_response_id: asked.id,
+      input: [{ type: 'mcp_approval_response', approval_request_id: echo!.id, approve: true }],
+    });
+    expect(decided.output.map((item) => item.type)).to.deep.equal(['mcp_call', 'message']);
+    expect(decided.output[0]).to.include({ name: 'echo', approval_request_id: echo!.id, output: 'Echo: hi' });
+    expect(toolCalls.map(({ tool }) => tool)).to.deep.equal(['echo']);
+    const results = lastLlmDialogue().filter((message) => message.role === 'tool');
+    expect(results.map((message) => message.content)).to.deep.equal([
+      'Echo: hi',
+      'Error: the user did not approve this call of get-sum (server everything), so it did not run.',
+    ]);
+  });
+
   it('refuses a stale or foreign approval_request_id with a 400 naming it, and stores nothing', async () => {
     const first = await askForSum();
     const other = await askForSum();
