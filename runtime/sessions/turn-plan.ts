@@ -74,13 +74,17 @@ export async function planTurn(
     const plan = { ...base, recent, baseHash: session.historyHash ?? EMPTY_HISTORY_HASH, hashed: tailTurns };
     return withApprovals(plan, history, goesOn, request, sources.approvalWords);
   }
-  if (isNew) return withApprovals({ ...base, recent: known, baseHash: EMPTY_HISTORY_HASH, hashed: turns }, withoutFailedReplies([...prefix, ...tail]), [], request, sources.approvalWords);
+  if (isNew) {
+    const plan = { ...base, recent: known, baseHash: EMPTY_HISTORY_HASH, hashed: turns };
+    return withApprovals(plan, withoutFailedReplies([...prefix, ...tail]), [], request, sources.approvalWords);
+  }
   if (prefixHash !== session.historyHash) {
     // The fork has nothing pending: an answer there can only be to a request it does not have.
     if (answers[0]) throw notPending(answers[0]);
     return 'fork';
   }
-  return withApprovals({ ...base, recent: known, baseHash: prefixHash, hashed: tailTurns }, withoutFailedReplies(prefix), tail, request, sources.approvalWords);
+  const plan = { ...base, recent: known, baseHash: prefixHash, hashed: tailTurns };
+  return withApprovals(plan, withoutFailedReplies(prefix), tail, request, sources.approvalWords);
 }
 
 /**

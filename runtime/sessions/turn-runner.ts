@@ -60,7 +60,6 @@ type ActiveTurn = {
   decidedSteps: TurnStep[];
 };
 
-
 /** Between the texts of the LLM rounds of one turn (before and after tool calls). */
 const ROUND_SEPARATOR = '\n\n';
 

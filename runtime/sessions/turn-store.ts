@@ -77,10 +77,10 @@ export class TurnStore {
    * `writeWaitMs`: otherwise (the database is down) the write is called off and the turn
    * fails with DATABASE_UNAVAILABLE, so that nothing is answered that is not stored. A try
    * already sent may still commit; the client's retry then finds it stored (isStoredTail).
-   * With `progress` (a turn that decides approval requests: its snapshot no longer waits on
-   * them), the session row is written in the same statement, so a decided call can never be
-   * decided, and run, again, even if this process dies while it runs; a lost `fence` (another
-   * process took the session) fails the turn before anything runs.
+   * With `settled` (a turn that decides approval requests: the session's progress, its
+   * snapshot no longer waiting on them), the session row is written in the same statement, so
+   * a decided call can never be decided, and run, again, even if this process dies while it
+   * runs; a lost `fence` (another process took the session) fails the turn before anything runs.
    */
   async persistBeforeAnswer(sessionId: string, turns: Turn[], userId: string, settled?: { progress: SessionProgress; fence?: LeaseFence }): Promise<void> {
     if (turns.length === 0 && !settled) return;
