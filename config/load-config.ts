@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import convict from 'convict';
 import { parse as parseYaml } from 'yaml';
+import { normaliseWord } from '../runtime/tools/approval-words.js';
 import { McpServersSchema, type McpServerConfig } from './mcp-server-schema.js';
 import { configSchema, registerFormats, type ConfigValues } from './schema.js';
 
@@ -48,6 +49,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   if (!servers.success) {
     const issue = servers.error.issues[0]!;
     throw new ConfigError(`mcp_servers.${issue.path.join('.')}: ${issue.message}`);
+  }
+  const approving = new Set(properties.tools.approval_words.map(normaliseWord));
+  const both = properties.tools.denial_words.find((word) => approving.has(normaliseWord(word)));
+  if (both !== undefined) {
+    throw new ConfigError(`tools.denial_words: "${both}" is also in tools.approval_words: a word cannot both approve and refuse`);
   }
   if (properties.app.workers > 1 && !properties.database.url) {
     throw new ConfigError(

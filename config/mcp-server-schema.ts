@@ -1,5 +1,15 @@
 import { z } from 'zod';
 
+/**
+ * Which calls of a server's tools wait for the user's approval: `never`, `always`, or the
+ * listed tools (by their name on the server).
+ */
+export const RequireApprovalSchema = z
+  .union([z.enum(['never', 'always']), z.array(z.string().min(1, 'a tool name must not be empty'))], {
+    error: 'must be never, always, or a list of the tool names (as the server names them) whose calls wait for approval',
+  })
+  .default('never');
+
 /** One entry of `mcp_servers.<name>`: how to reach a tool server. */
 export const McpServerSchema = z.discriminatedUnion('transport', [
   z.strictObject({
@@ -10,6 +20,7 @@ export const McpServerSchema = z.discriminatedUnion('transport', [
     cwd: z.string().optional(),
     per_user: z.boolean().default(false),
     timeout_ms: z.number().int().positive().optional(),
+    require_approval: RequireApprovalSchema,
   }),
   z.strictObject({
     transport: z.literal('http'),
@@ -17,11 +28,18 @@ export const McpServerSchema = z.discriminatedUnion('transport', [
     headers: z.record(z.string(), z.string()).default({}),
     per_user: z.boolean().default(false),
     timeout_ms: z.number().int().positive().optional(),
+    require_approval: RequireApprovalSchema,
   }),
 ]);
 
 /** A configured tool server. */
 export type McpServerConfig = z.infer<typeof McpServerSchema>;
+
+/** Whether calls of `tool` (its name on the server) wait for the user's approval under the server's `require_approval`. */
+export function requiresApproval(config: Pick<McpServerConfig, 'require_approval'>, tool: string): boolean {
+  const rule = config.require_approval;
+  return rule === 'always' || (Array.isArray(rule) && rule.includes(tool));
+}
 
 /** The whole `mcp_servers` map; names are used in tool names, so they are identifiers. */
 export const McpServersSchema = z.record(

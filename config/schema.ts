@@ -1,4 +1,5 @@
 import convict from 'convict';
+import { normaliseWord } from '../runtime/tools/approval-words.js';
 
 /** Registers the formats the schema uses that convict does not ship. */
 export function registerFormats(): void {
@@ -24,6 +25,17 @@ export function registerFormats(): void {
     coerce: (value: unknown) => (typeof value === 'string' ? Number(value) : value),
     validate(value: unknown) {
       if (!Number.isInteger(value) || (value as number) <= 0) throw new Error('must be a positive integer');
+    },
+  });
+  convict.addFormat({
+    name: 'word-list',
+    // The environment gives a comma-separated list; the deployment file a YAML list or the same text.
+    coerce: (value: unknown) => (typeof value === 'string' ? value.split(',') : value),
+    validate(value: unknown) {
+      if (!Array.isArray(value) || value.length === 0) throw new Error('must be a non-empty list of words');
+      if (value.some((word) => typeof word !== 'string' || normaliseWord(word) === '')) {
+        throw new Error('every entry must be a word (not empty, not only punctuation)');
+      }
     },
   });
   convict.addFormat({
@@ -75,7 +87,14 @@ export type ConfigValues = {
   metrics: { enabled: boolean };
   inspect: { page: boolean; websocket_url: string; recent_sessions: number };
   log: { level: string };
-  tools: { connect_timeout_ms: number; call_timeout_ms: number; user_process_idle_ms: number; heartbeat_ms: number };
+  tools: {
+    connect_timeout_ms: number;
+    call_timeout_ms: number;
+    user_process_idle_ms: number;
+    heartbeat_ms: number;
+    approval_words: string[];
+    denial_words: string[];
+  };
   oauth: {
     issuer_url: string;
     client_id: string;
@@ -239,6 +258,18 @@ export const configSchema: convict.Schema<ConfigValues> = {
     call_timeout_ms: { doc: 'Time-out of one tool call, in ms (a server may set its own timeout_ms).', format: 'positive-int', default: 60_000, env: 'TOOLS_CALL_TIMEOUT_MS' },
     user_process_idle_ms: { doc: 'A per-user tool server process idle this long is stopped, in ms.', format: 'positive-int', default: 300_000, env: 'TOOLS_USER_PROCESS_IDLE_MS' },
     heartbeat_ms: { doc: 'Interval of SSE comment lines while tools run, in ms.', format: 'positive-int', default: 10_000, env: 'TOOLS_HEARTBEAT_MS' },
+    approval_words: {
+      doc: 'A user message that is just one of these words (case-insensitive, trailing punctuation ignored) approves the tool calls a reply asked about (mcp_servers.<name>.require_approval); the first is named in the question.',
+      format: 'word-list',
+      default: ['yes', 'y', 'approve', 'approved', 'ok'],
+      env: 'TOOLS_APPROVAL_WORDS',
+    },
+    denial_words: {
+      doc: "A user message that is just one of these words refuses the tool calls a reply asked about, and nothing more; any other message refuses them too and goes on as the user's next message. The first is named in the question.",
+      format: 'word-list',
+      default: ['no', 'n', 'deny', 'denied'],
+      env: 'TOOLS_DENIAL_WORDS',
+    },
   },
   oauth: {
     issuer_url: { doc: 'OpenID Connect issuer of the identity provider (e.g. https://accounts.google.com); empty disables /auth/idp.', format: String, default: '', env: 'OAUTH_ISSUER_URL' },
@@ -284,7 +315,7 @@ export const configSchema: convict.Schema<ConfigValues> = {
     },
   },
   mcp_servers: {
-    doc: 'Tool servers: mcp_servers.<name> with transport (stdio or http), command, args, env, url, headers, per_user.',
+    doc: 'Tool servers: mcp_servers.<name> with transport (stdio or http), command, args, env, url, headers, per_user, timeout_ms, require_approval.',
     // `Object` keeps convict from reading the names as schema keys; load-config validates the entries.
     format: Object,
     default: {},

@@ -4,11 +4,13 @@ import { join, resolve } from 'node:path';
 import { Router, type Request, type RequestHandler, type Response } from 'express';
 import type { ConversationRecord, ConversationStore, SessionCursor, SessionRecord, SessionStore, StoredTransition, VectorMemoryStore } from '../runtime/ports.js';
 import { ServiceError } from '../runtime/service-error.js';
+import { pendingApprovalsOf } from '../runtime/sessions/pending-approvals.js';
 import type { Supervisor } from '../runtime/sessions/supervisor.js';
 import type { ToolRunner } from '../runtime/tools/tool-runner.js';
 import { actingUser, callerOf } from './api-keys.js';
 import { checkIdentifier, isValidIdentifier } from './chat-request.js';
 import { listLimit, singleQuery } from './list-query.js';
+import { approvalRequestItem } from './responses-format.js';
 import { deleteSession } from './session-deletion.js';
 
 /** The announced agent resource. */
@@ -22,6 +24,8 @@ export type AgentResource = {
   memory: { total_entries: number; working_memory: number; long_term_memory: number };
   state: { current: string; transitions: number };
   tools: string[];
+  /** Calls of the service's tools the agent holds for its user's approval (`require_approval`), as `mcp_approval_request` items. */
+  pending_approvals: Array<ReturnType<typeof approvalRequestItem>>;
   created_at: string;
   last_active: string;
 };
@@ -177,6 +181,7 @@ async function agentResource(deps: AgentsRouterDeps, session: SessionRecord): Pr
       transitions: Math.max(live?.transitions ?? 0, session.transitions),
     },
     tools: deps.tools.definitions().flatMap((tool) => (tool.type === 'function' ? [tool.function.name] : [])),
+    pending_approvals: pendingApprovalsOf(session.snapshot).map(approvalRequestItem),
     created_at: session.createdAt.toISOString(),
     last_active: new Date(lastActive).toISOString(),
   };

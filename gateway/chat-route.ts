@@ -1,6 +1,7 @@
 import type { Request, RequestHandler, Response } from 'express';
 import type { ToolCallDelta } from '../runtime/llm/llm-client.js';
 import type { Supervisor, ToolActivity, TurnHandlers, TurnRequest } from '../runtime/sessions/supervisor.js';
+import type { ApprovalRequest } from '../runtime/tools/tool-approvals.js';
 import { actingUser } from './api-keys.js';
 import { checkIdentifier, parseChatRequest, type ChatRequest } from './chat-request.js';
 import { ChunkFormatter, completionBody, newCompletionId, unixNow } from './completion-format.js';
@@ -104,8 +105,18 @@ async function streamTurn(supervisor: Supervisor, turn: TurnRequest, request: Ch
   }
 }
 
-/** What a streamed turn sends: its opening (once, before anything else), then its pieces (and, if it shows them, the service's tool calls). */
-export type TurnStream = { open(): void; content(piece: string): void; toolCall(delta: ToolCallDelta): void; toolActivity?(activity: ToolActivity): void };
+/**
+ * What a streamed turn sends: its opening (once, before anything else), then its pieces (and,
+ * if it shows them, the service's tool calls and the calls held for approval: without
+ * `approvalRequests`, the question that asks for them is streamed as content).
+ */
+export type TurnStream = {
+  open(): void;
+  content(piece: string): void;
+  toolCall(delta: ToolCallDelta): void;
+  toolActivity?(activity: ToolActivity): void;
+  approvalRequests?(requests: ApprovalRequest[]): void;
+};
 
 /**
  * The handlers of a streamed turn (chat completions and the Responses API). The stream
@@ -134,11 +145,17 @@ export function streamingHandlers(sse: SseWriter, res: Response, signal: AbortSi
       sse.heartbeat();
     },
   };
-  const { toolActivity } = stream;
+  const { toolActivity, approvalRequests } = stream;
   if (toolActivity) {
     handlers.onToolActivity = (activity) => {
       begin();
       toolActivity.call(stream, activity);
+    };
+  }
+  if (approvalRequests) {
+    handlers.onApprovalRequests = (requests) => {
+      begin();
+      approvalRequests.call(stream, requests);
     };
   }
   return { handlers, begin };

@@ -3,11 +3,13 @@ import express, { Router, type Request, type RequestHandler, type Response } fro
 import type { StateGraph } from '../machines/index.js';
 import { toSvg } from '../machines/render-graph.js';
 import type { EventBus, RuntimeEventName, RuntimeEvents } from '../runtime/observability/event-bus.js';
-import type { SessionStore } from '../runtime/ports.js';
+import type { SessionRecord, SessionStore } from '../runtime/ports.js';
 import { ServiceError } from '../runtime/service-error.js';
+import { pendingApprovalsOf } from '../runtime/sessions/pending-approvals.js';
 import type { AgentStatus, SessionRegistry } from '../runtime/sessions/session-registry.js';
 import { callerOf } from './api-keys.js';
 import { checkIdentifier } from './chat-request.js';
+import { approvalRequestItem } from './responses-format.js';
 import { SseWriter } from './sse-writer.js';
 
 /** What the inspector routes are built from. */
@@ -47,6 +49,8 @@ export type InspectedSession = {
   live: boolean;
   transitions: number;
   last_active: string;
+  /** The calls the session holds for its user's approval, as `mcp_approval_request` items (from its stored snapshot). */
+  pending_approvals: Array<ReturnType<typeof approvalRequestItem>>;
 };
 
 /** The runtime events an event stream carries: those of sessions. */
@@ -133,6 +137,7 @@ async function listSessions(deps: InspectRoutesDeps, userId: string | undefined)
     .slice(0, deps.recentSessions);
   const listed = new Set(live.map((session) => session.sessionId));
   const { sessions: stored } = await deps.sessions.list({ limit: deps.recentSessions, ...(userId !== undefined ? { userId } : {}) });
+  const pending = await pendingApprovalsBySession(deps, live, stored);
   return [
     ...live.map((session) => ({
       id: session.sessionId,
@@ -142,6 +147,7 @@ async function listSessions(deps: InspectRoutesDeps, userId: string | undefined)
       live: true,
       transitions: session.transitions,
       last_active: new Date(session.lastActive).toISOString(),
+      pending_approvals: pending.get(session.sessionId) ?? [],
     })),
     ...stored
       .filter((session) => !listed.has(session.sessionId))
@@ -153,8 +159,26 @@ async function listSessions(deps: InspectRoutesDeps, userId: string | undefined)
         live: false,
         transitions: session.transitions,
         last_active: session.lastActive.toISOString(),
+        pending_approvals: pending.get(session.sessionId) ?? [],
       })),
   ].slice(0, deps.recentSessions);
+}
+
+/**
+ * Each listed session's pending approval requests, from its stored snapshot (the one its last
+ * turn wrote): from the stored page, and for a live session not on it, from its own row.
+ */
+async function pendingApprovalsBySession(
+  deps: InspectRoutesDeps,
+  live: ReadonlyArray<{ sessionId: string }>,
+  stored: readonly SessionRecord[],
+): Promise<Map<string, InspectedSession['pending_approvals']>> {
+  const rows = new Map(stored.map((session) => [session.sessionId, session]));
+  const missing = live.filter((session) => !rows.has(session.sessionId));
+  for (const row of await Promise.all(missing.map((session) => deps.sessions.get(session.sessionId)))) {
+    if (row) rows.set(row.sessionId, row);
+  }
+  return new Map([...rows].map(([sessionId, row]) => [sessionId, pendingApprovalsOf(row.snapshot).map(approvalRequestItem)]));
 }
 
 /**

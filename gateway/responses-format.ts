@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ToolCall, Usage } from '../runtime/chat-types.js';
 import type { TurnOutcome, TurnStep } from '../runtime/sessions/supervisor.js';
+import type { ApprovalRequest } from '../runtime/tools/tool-approvals.js';
 import type { ToolCallResult } from '../runtime/tools/tool-runner.js';
 import { conversationIdOf, type ResponsesRequest } from './responses-request.js';
 
@@ -39,24 +40,35 @@ export function functionCallItem(id: string, call: { id: string; name: string; a
 /**
  * An `mcp_call` item of a call of the service's own tools: the server's label and the
  * tool's name there (the called name and an empty label when no tool has it), and the output
- * or, when the call failed, the error.
+ * or, when the call failed, the error. A call the user approved names its approval request.
  */
-export function mcpCallItem(id: string, call: ToolCall, result?: ToolCallResult) {
+export function mcpCallItem(id: string, call: ToolCall, result?: ToolCallResult, approvalRequestId?: string) {
   const source = result?.source;
-  const where = { server_label: source?.server ?? '', name: source?.tool ?? call.function.name };
+  const where = { server_label: source?.server ?? '', name: source?.tool ?? call.function.name, ...(approvalRequestId ? { approval_request_id: approvalRequestId } : {}) };
   if (!result) return { id, type: 'mcp_call', status: 'in_progress', ...where, arguments: '', output: null, error: null };
   const status = result.isError ? 'failed' : 'completed';
   return { id, type: 'mcp_call', status, ...where, arguments: call.function.arguments, output: result.isError ? null : result.content, error: result.isError ? result.content : null };
 }
 
 /**
- * Output items of a turn, in the order it made them: a message for each LLM round's text and
- * an `mcp_call` for each call of the service's tools (`stepItems`), then the calls of the
- * client's tools. A turn with no text and no client call still has one (empty) message.
+ * An `mcp_approval_request` item: a call of the service's tools held for the user's approval,
+ * with its server's label, the tool's name there and the arguments; its id is the request's.
  */
-export function outputItems(outcome: Pick<TurnOutcome, 'steps' | 'toolCalls'>, ids: OutputIds = NEW_OUTPUT_IDS): Array<Record<string, unknown>> {
+export function approvalRequestItem(request: ApprovalRequest) {
+  return { id: request.id, type: 'mcp_approval_request', server_label: request.server, name: request.tool, arguments: request.call.function.arguments };
+}
+
+/**
+ * Output items of a turn, in the order it made them: a message for each LLM round's text and
+ * an `mcp_call` for each call of the service's tools (`stepItems`), then the calls it held for
+ * the user's approval (in place of the question the chat completions reply ends with), then
+ * the calls of the client's tools. A turn with none of these still has one (empty) message.
+ */
+export function outputItems(outcome: Pick<TurnOutcome, 'steps' | 'toolCalls' | 'approvalRequests'>, ids: OutputIds = NEW_OUTPUT_IDS): Array<Record<string, unknown>> {
   const items = stepItems(outcome.steps, ids);
-  if (!items.some((item) => item.type === 'message') && outcome.toolCalls.length === 0) items.push(messageItem(ids.message(0), '', 'completed'));
+  const asks = outcome.approvalRequests.length > 0 || outcome.toolCalls.length > 0;
+  if (!items.some((item) => item.type === 'message') && !asks) items.push(messageItem(ids.message(0), '', 'completed'));
+  items.push(...outcome.approvalRequests.map(approvalRequestItem));
   outcome.toolCalls.forEach((call, index) => items.push(functionCallItem(ids.call(index), { id: call.id, ...call.function }, 'completed')));
   return items;
 }
@@ -65,7 +77,9 @@ export function outputItems(outcome: Pick<TurnOutcome, 'steps' | 'toolCalls'>, i
 export function stepItems(steps: readonly TurnStep[], ids: OutputIds = NEW_OUTPUT_IDS): Array<Record<string, unknown>> {
   let messages = 0;
   return steps.map((step) =>
-    step.type === 'text' ? messageItem(ids.message(messages++), step.text, 'completed') : mcpCallItem(ids.mcpCall(step.call.id), step.call, step.result),
+    step.type === 'text'
+      ? messageItem(ids.message(messages++), step.text, 'completed')
+      : mcpCallItem(ids.mcpCall(step.call.id), step.call, step.result, step.approvalRequestId),
   );
 }
 

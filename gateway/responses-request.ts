@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { ChatMessage, ToolDefinition } from '../runtime/chat-types.js';
 import { ServiceError } from '../runtime/service-error.js';
+import type { ApprovalAnswer } from '../runtime/tools/tool-approvals.js';
 import { MAX_ID_LENGTH, parseRequestBody, refuseNulText } from './chat-request.js';
 import { Metadata } from './metadata.js';
 
@@ -26,14 +27,23 @@ const FunctionCallOutputItem = z.looseObject({
   output: z.union([z.string(), z.array(TextPart)]),
 });
 
+/** The client's answer to an `mcp_approval_request` of an earlier response: whether the held call may run. */
+const ApprovalResponseItem = z.looseObject({
+  type: z.literal('mcp_approval_response'),
+  approval_request_id: z.string().min(1),
+  approve: z.boolean(),
+  reason: z.string().nullish(),
+  id: z.string().nullish(),
+});
+
 /**
  * Items a client sends back from earlier output that hold no dialogue: the service's own tool
- * calls (`mcp_call`, `mcp_list_tools`) and reasoning. They are kept with the input and, like
- * the service's tool activity in the transcript, left out of the context.
+ * calls (`mcp_call`, `mcp_list_tools`), its approval requests, and reasoning. They are kept with
+ * the input and, like the service's tool activity in the transcript, left out of the context.
  */
-const ActivityItem = z.looseObject({ type: z.enum(['mcp_call', 'mcp_list_tools', 'reasoning']) });
+const ActivityItem = z.looseObject({ type: z.enum(['mcp_call', 'mcp_list_tools', 'mcp_approval_request', 'reasoning']) });
 
-const InputItem = z.union([MessageItem, FunctionCallItem, FunctionCallOutputItem, ActivityItem]);
+const InputItem = z.union([MessageItem, FunctionCallItem, FunctionCallOutputItem, ApprovalResponseItem, ActivityItem]);
 
 const FunctionTool = z.object({
   type: z.literal('function'),
@@ -134,6 +144,20 @@ export function itemsAsMessages(items: readonly InputItem[]): ChatMessage[] {
   return messages;
 }
 
+/**
+ * The request's answers to approval requests (`mcp_approval_response` items), each naming where
+ * it is, so that one the session is not waiting on is refused naming it; undefined for none.
+ */
+export function approvalAnswersOf(request: ResponsesRequest): ApprovalAnswer[] | undefined {
+  if (typeof request.input === 'string') return undefined;
+  const answers = request.input.flatMap((item, index): ApprovalAnswer[] =>
+    item.type === 'mcp_approval_response'
+      ? [{ requestId: item.approval_request_id, approve: item.approve, ...(item.reason ? { reason: item.reason } : {}), param: `input[${index}].approval_request_id` }]
+      : [],
+  );
+  return answers.length > 0 ? answers : undefined;
+}
+
 /** The request's function tools in the chat completions form the turn takes. */
 export function clientToolsOf(request: ResponsesRequest): ToolDefinition[] | undefined {
   if (!request.tools || request.tools.length === 0 || request.tool_choice === 'none') return undefined;
@@ -154,6 +178,7 @@ export function inputItemRecords(request: ResponsesRequest, newId: (prefix: stri
   return items.map((item): InputItemRecord => {
     if (item.type === 'function_call') return { id: newId('fc'), ...item, type: 'function_call', status: 'completed' };
     if (item.type === 'function_call_output') return { id: newId('fco'), ...item, type: 'function_call_output', status: 'completed' };
+    if (item.type === 'mcp_approval_response') return { ...item, id: item.id || newId('mcpa'), type: item.type, reason: item.reason ?? null };
     if (item.type !== undefined && item.type !== 'message') return { id: newId(item.type === 'reasoning' ? 'rs' : 'mcp'), ...item, type: item.type };
     const partType = item.role === 'assistant' ? 'output_text' : 'input_text';
     const content = typeof item.content === 'string' ? [{ type: partType, text: item.content }] : item.content;

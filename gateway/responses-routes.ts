@@ -11,7 +11,7 @@ import { ResponseEventStream } from './responses-stream.js';
 import { SseWriter } from './sse-writer.js';
 import { toServiceError } from './error-handler.js';
 import { continuationFor, ownResponse, type Continuation } from './responses-history.js';
-import { clientToolsOf, inputItemRecords, inputMessages, parseResponsesRequest, type ResponsesRequest } from './responses-request.js';
+import { approvalAnswersOf, clientToolsOf, inputItemRecords, inputMessages, parseResponsesRequest, type ResponsesRequest } from './responses-request.js';
 import { unixNow } from './completion-format.js';
 import { cancelResponse, startBackgroundResponse, type BackgroundResponseDeps } from './responses-background.js';
 import { replayResponse } from './response-replay.js';
@@ -110,6 +110,7 @@ function turnRequestOf(deps: ResponsesRouterDeps, request: ResponsesRequest, use
     continuesAt: continuation?.continuesAt,
     messages: [...instructions, ...(continuation?.history ?? []), ...inputMessages(request)],
     clientTools: clientToolsOf(request),
+    approvals: approvalAnswersOf(request),
     params: {
       model: deps.defaults.llmModel,
       temperature: request.temperature ?? deps.defaults.temperature,
@@ -157,6 +158,7 @@ async function streamResponse(supervisor: Supervisor, turn: TurnRequest, frame: 
     content: (piece) => events.text(piece),
     toolCall: (delta) => events.toolCall(delta),
     toolActivity: (activity) => events.toolActivity(activity),
+    approvalRequests: (requests) => events.approvalRequests(requests),
   });
   let body: ResponseObject | undefined;
   // The items are closed once the turn ended, before its end is stored; `response.completed` waits for the commit.

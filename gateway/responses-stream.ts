@@ -1,6 +1,8 @@
 import type { ToolCallDelta } from '../runtime/llm/llm-client.js';
 import type { ToolActivity, TurnOutcome } from '../runtime/sessions/supervisor.js';
+import type { ApprovalRequest } from '../runtime/tools/tool-approvals.js';
 import {
+  approvalRequestItem,
   functionCallItem,
   mcpCallItem,
   messageItem,
@@ -42,8 +44,9 @@ type StreamedMessage = { itemId: string; outputIndex: number; text: string; open
  * (`output_item.added`, `mcp_call.in_progress`, `mcp_call_arguments.delta` and `.done`,
  * `mcp_call.completed` or `.failed`, `output_item.done`); each client function call
  * (`output_item.added`, `function_call_arguments.delta` and `.done`, `output_item.done`);
- * then `response.completed`, or `response.failed` with the error. A tool call ends the
- * message before it: the next round's text is a message of its own.
+ * each call held for the user's approval (`output_item.added` and `output_item.done` of its
+ * `mcp_approval_request`); then `response.completed`, or `response.failed` with the error. A
+ * tool call ends the message before it: the next round's text is a message of its own.
  */
 export class ResponseEventStream {
   private sequence = 0;
@@ -98,13 +101,13 @@ export class ResponseEventStream {
   }
 
   toolActivity(activity: ToolActivity): void {
-    const { call } = activity;
+    const { call, approvalRequestId } = activity;
     if (activity.phase === 'started') {
       this.closeMessage();
       const item = { itemId: newItemId('mcp'), outputIndex: this.outputs++ };
       this.mcpCalls.set(call.id, item);
       const where = { item_id: item.itemId, output_index: item.outputIndex };
-      this.emit('response.output_item.added', { output_index: item.outputIndex, item: mcpCallItem(item.itemId, call) });
+      this.emit('response.output_item.added', { output_index: item.outputIndex, item: mcpCallItem(item.itemId, call, undefined, approvalRequestId) });
       this.emit('response.mcp_call.in_progress', where);
       if (call.function.arguments !== '') this.emit('response.mcp_call_arguments.delta', { ...where, delta: call.function.arguments });
       this.emit('response.mcp_call_arguments.done', { ...where, arguments: call.function.arguments });
@@ -112,9 +115,19 @@ export class ResponseEventStream {
     }
     const item = this.mcpCalls.get(call.id);
     if (!item) return;
-    const done = mcpCallItem(item.itemId, call, activity.result);
+    const done = mcpCallItem(item.itemId, call, activity.result, approvalRequestId);
     this.emit(done.status === 'failed' ? 'response.mcp_call.failed' : 'response.mcp_call.completed', { item_id: item.itemId, output_index: item.outputIndex });
     this.itemDone(item.outputIndex, done);
+  }
+
+  /** The calls the turn ended holding for the user's approval: each an `mcp_approval_request` item, added and done. */
+  approvalRequests(requests: readonly ApprovalRequest[]): void {
+    this.closeMessage();
+    for (const request of requests) {
+      const outputIndex = this.outputs++;
+      this.emit('response.output_item.added', { output_index: outputIndex, item: approvalRequestItem(request) });
+      this.itemDone(outputIndex, approvalRequestItem(request));
+    }
   }
 
   toolCall(delta: ToolCallDelta): void {
@@ -139,7 +152,7 @@ export class ResponseEventStream {
     this.closeMessage();
     if (outcome.failure) return this.failedBody(outcome.failure.message);
     // A turn with nothing else to show has an empty message (as outputItems makes it).
-    if (this.messages.length === 0 && outcome.toolCalls.length === 0) {
+    if (this.messages.length === 0 && outcome.toolCalls.length === 0 && outcome.approvalRequests.length === 0) {
       this.openMessage();
       this.closeMessage();
     }

@@ -7,6 +7,7 @@ import { DurableWriter } from '../runtime/sessions/durable-writer.js';
 import { EventBus } from '../runtime/observability/event-bus.js';
 import { chooseEmbedder, type EmbedderOptions } from '../runtime/llm/embedder.js';
 import { createLlmClient } from '../runtime/llm/llm-client.js';
+import { normaliseWord } from '../runtime/tools/approval-words.js';
 import { createMcpRegistry } from '../runtime/tools/mcp-registry.js';
 import type { LongTermMemory } from '../runtime/memory/long-term-memory.js';
 import type { EmbedderRecordStore, VectorMemoryStore } from '../runtime/ports.js';
@@ -289,6 +290,7 @@ export function supervisorSettingsOf(config: AppConfig): SupervisorSettings {
     writeWaitMs: config.sessions.write_wait_ms,
     heartbeatMs: config.tools.heartbeat_ms,
     failureMode: config.llm.failure_mode,
+    approvalWords: { approve: config.tools.approval_words.map(normaliseWord), deny: config.tools.denial_words.map(normaliseWord) },
   };
 }
 

@@ -45,6 +45,7 @@ const FORMATS = new Map<unknown, string>([
   ['nat', 'integer ≥ 0'],
   ['positive-int', 'integer ≥ 1'],
   ['temperature', 'number from 0 to 2'],
+  ['word-list', 'list of words (comma-separated in the environment)'],
   ['http-url', 'http(s) URL'],
   ['database-url', 'empty, or `postgres://<user>:<password>@<host>:<port>/<database>`'],
 ]);
@@ -60,6 +61,8 @@ const MCP_FIELD_DOCS: Record<string, string> = {
   headers: 'HTTP headers sent with every request (e.g. a static `Authorization`).',
   per_user: 'Each user gets their own connection, made with their access token from the connected account (stdio: `MCP_USER_ACCESS_TOKEN` and `ACCESS_TOKEN` in the environment; http: `Authorization: Bearer`).',
   timeout_ms: 'Time-out of one tool call on this server, in ms; default `tools.call_timeout_ms`.',
+  require_approval:
+    'Which calls of this server\'s tools wait for the user\'s approval before they run: `never`, `always`, or a list of its tools by their name on the server (e.g. `[get-sum]`, not `everything__get-sum`). A listed name the server does not offer is logged as a warning. See [mcp-servers.md](mcp-servers.md#tool-approvals).',
 };
 
 type Leaf = { doc?: string; format?: unknown; default?: unknown; env?: string; sensitive?: boolean };
@@ -114,8 +117,9 @@ booleans are \`true\` or \`false\`, numbers are plain digits (\`30000\`, not \`3
 
 Start-up stops with a \`Configuration error:\` line naming the key (exit code 78) when a value
 does not fit its format, when the deployment file has a key the schema does not know, or when
-settings do not fit together: \`app.workers\` above 1 without \`database.url\`, or an OAuth issuer
-without a client id or token key (see [oauth.md](oauth.md)). Sensitive settings are shown here
+settings do not fit together: \`app.workers\` above 1 without \`database.url\`, an OAuth issuer
+without a client id or token key (see [oauth.md](oauth.md)), or a word in both
+\`tools.approval_words\` and \`tools.denial_words\`. Sensitive settings are shown here
 only as set or empty.
 
 \`\`\`yaml
@@ -179,6 +183,7 @@ mcp_servers:
     transport: stdio
     command: npx
     args: ["-y", "@modelcontextprotocol/server-everything"]
+    require_approval: [get-sum]
   search:
     transport: http
     url: https://mcp.example.com/mcp
@@ -205,6 +210,7 @@ type JsonSchema = {
 
 function jsonSchemaFormat(name: string, schema: JsonSchema): string {
   if (name === 'transport') return '`stdio` or `http`';
+  if (name === 'require_approval') return '`never`, `always`, or a list of tool names';
   if (schema.type === 'string' && schema.format === 'uri') return 'http(s) URL';
   if (schema.type === 'string') return schema.minLength ? 'non-empty string' : 'string';
   if (schema.type === 'boolean') return '`true` or `false`';

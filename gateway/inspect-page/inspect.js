@@ -137,6 +137,7 @@ function renderSessions() {
       cell(session.state),
       cell(session.status?.replaceAll('_', ' ') ?? 'stored'),
       cell(String(session.transitions)),
+      cell(session.pending_approvals.length > 0 ? `${session.pending_approvals.length} waiting` : ''),
       cell(timeOf(session.last_active)),
     );
     row.addEventListener('click', () => select(session.id));
@@ -144,6 +145,25 @@ function renderSessions() {
   });
   $('sessions').tBodies[0].replaceChildren(...rows);
   $('sessions-empty').hidden = rows.length > 0;
+  renderApprovals();
+}
+
+/** The tool calls the chosen session holds for its user's approval: server, tool, arguments and request id. */
+function renderApprovals() {
+  const pending = sessionById(page.selected)?.pending_approvals ?? [];
+  $('approvals').hidden = pending.length === 0;
+  $('approval-list').replaceChildren(
+    ...pending.map((request) => {
+      const item = document.createElement('li');
+      const call = document.createElement('code');
+      call.textContent = `${request.server_label} · ${request.name}(${request.arguments})`;
+      const id = document.createElement('span');
+      id.className = 'request-id';
+      id.textContent = request.id;
+      item.append(call, id);
+      return item;
+    }),
+  );
 }
 
 function select(id) {

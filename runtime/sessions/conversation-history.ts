@@ -4,6 +4,13 @@ import type { ChatMessage, ToolCall } from '../chat-types.js';
 /** The roles the specification lets into a context. */
 const CONTEXT_ROLES = new Set(['system', 'user', 'assistant']);
 
+/**
+ * The stored role of an explicit answer to an approval request (`{approval_request_id, approve,
+ * reason?}` as JSON): kept in the transcript and, like every role but system, user and
+ * assistant, never placed in a context.
+ */
+export const APPROVAL_ROLE = 'approval';
+
 /** A message reduced to what is stored and hashed: its role and its text. */
 export type Turn = { role: string; content: string };
 

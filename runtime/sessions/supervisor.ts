@@ -7,6 +7,7 @@ import type { LongTermMemory } from '../memory/long-term-memory.js';
 import type { EventBus } from '../observability/event-bus.js';
 import type { ConversationStore, SessionStore } from '../ports.js';
 import { ServiceError } from '../service-error.js';
+import { notPending } from '../tools/tool-approvals.js';
 import { NO_TOOLS, type ToolRunner } from '../tools/tool-runner.js';
 import { ActorCache } from './actor-cache.js';
 import { historyHashOf, splitConversation } from './conversation-history.js';
@@ -87,7 +88,13 @@ export class Supervisor {
     });
     runner.useCache(this.cache);
     this.runner = runner;
-    this.sources = { cache: this.cache, store: this.store, shortTermTurns: settings.shortTermTurns, newSessionId: deps.newSessionId ?? (() => randomUUID()) };
+    this.sources = {
+      cache: this.cache,
+      store: this.store,
+      shortTermTurns: settings.shortTermTurns,
+      approvalWords: settings.approvalWords,
+      newSessionId: deps.newSessionId ?? (() => randomUUID()),
+    };
   }
 
   /** Session actors held in memory. */
@@ -100,10 +107,15 @@ export class Supervisor {
     const withTools = (request.clientTools?.length ?? 0) > 0;
     const conversation = splitConversation(request.messages, { withTools });
     const last = conversation.tail.at(-1);
-    if (!last || !(last.role === 'user' || (withTools && last.role === 'tool'))) {
+    const answers = request.approvals ?? [];
+    // Answers to approval requests may come alone: the turn goes on from the calls' results.
+    const isAnswerOnly = !last && answers.length > 0;
+    if (!isAnswerOnly && !(last && (last.role === 'user' || (withTools && last.role === 'tool')))) {
       const expected = withTools ? 'a user message or tool results' : 'a user message';
       throw new ServiceError('INVALID_REQUEST', `messages must end with ${expected}`, { param: 'messages' });
     }
+    // Only a session the request names can have requests pending: refused before any session is found or made.
+    if (answers[0] && !request.sessionHint) throw notPending(answers[0]);
     // The resent history is hashed once: to find its session and to check it against the stored one.
     const prefixHash = conversation.prefix.length > 0 ? historyHashOf(conversation.prefix) : null;
     let sessionId = await findSessionId(this.sources, request, prefixHash);

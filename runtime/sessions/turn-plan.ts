@@ -1,12 +1,15 @@
 import type { ChatMessage, ToolCall } from '../chat-types.js';
 import { ServiceError } from '../service-error.js';
+import type { ApprovalWords } from '../tools/approval-words.js';
+import { checkApprovalAnswers, decideApprovals, notPending, type ApprovalAnswer, type ApprovalRequest } from '../tools/tool-approvals.js';
 import type { ActorCache } from './actor-cache.js';
-import { EMPTY_HISTORY_HASH, storedToolCall, textOf, toTurn, type ClientConversation, type Turn } from './conversation-history.js';
+import { APPROVAL_ROLE, EMPTY_HISTORY_HASH, storedToolCall, textOf, toTurn, type ClientConversation, type Turn } from './conversation-history.js';
+import { pendingApprovalsOf } from './pending-approvals.js';
 import type { TurnStore } from './turn-store.js';
 import { LLM_FAILURE_PREFIX, type TurnPlan, type TurnRequest } from './turn-types.js';
 
 /** What planning a turn reads from. */
-export type PlanSources = { cache: ActorCache; store: TurnStore; shortTermTurns: number; newSessionId: () => string };
+export type PlanSources = { cache: ActorCache; store: TurnStore; shortTermTurns: number; approvalWords: ApprovalWords; newSessionId: () => string };
 
 /** A client conversation as the turn path sees it: split, with its resent history's hash. */
 export type PlannedConversation = ClientConversation & { prefixHash: string | null; forceNew?: boolean };
@@ -48,6 +51,7 @@ export async function planTurn(
     throw new ServiceError('SESSION_CONFLICT', `session ${sessionId} has moved on from the turn this one continues`, { param: 'session_id' });
   }
   const { prefix, tail, prefixHash } = conversation;
+  const answers = request.approvals ?? [];
   const tailTurns = tail.map(toTurn);
   const isNew = session.historyHash === null || conversation.forceNew === true;
   // A brand-new conversation stores the history the client sent with it; a continued one, its new turns.
@@ -56,21 +60,67 @@ export async function planTurn(
   // account, or its process died: then this process has no actor of the session, and a first
   // turn left no history hash): its messages are stored already, and a stored tail equal to
   // the request's can only be that. A row this request created holds nothing yet.
-  const mayRetry = conversation.forceNew !== true && !created && (hasUnansweredTurn(session.snapshot) || !cached);
+  const mayRetry = conversation.forceNew !== true && !created && turns.length > 0 && (hasUnansweredTurn(session.snapshot) || !cached);
   const isRetry = mayRetry && (await store.isRetriedTail(sessionId, turns));
-  const toStore = isRetry ? [] : turns;
+  // Explicit approval answers are kept in the transcript before the turn's messages.
+  const toStore = isRetry ? [] : [...answers.map(approvalTurn), ...turns];
   // A row this request created holds no turns; otherwise they are known only when cached.
   const known = created ? [] : cached?.recent;
+  const base = { session, isNew, generation, toStore };
   if (prefixHash === null) {
     const recent = isNew ? known : (known ?? (await store.recentTurns(sessionId, sources.shortTermTurns)));
     const history = isNew ? [] : dialogueOf(recent ?? [], tail);
-    const dialogue = isRetry && !isNew ? history : [...history, ...tail];
-    return { session, isNew, recent, generation, toStore, dialogue, baseHash: session.historyHash ?? EMPTY_HISTORY_HASH, hashed: tailTurns };
+    const goesOn = isRetry && !isNew ? [] : tail;
+    const plan = { ...base, recent, baseHash: session.historyHash ?? EMPTY_HISTORY_HASH, hashed: tailTurns };
+    return withApprovals(plan, history, goesOn, request, sources.approvalWords);
   }
-  const dialogue = withoutFailedReplies([...prefix, ...tail]);
-  if (isNew) return { session, isNew, recent: known, generation, toStore, dialogue, baseHash: EMPTY_HISTORY_HASH, hashed: turns };
-  if (prefixHash !== session.historyHash) return 'fork';
-  return { session, isNew, recent: known, generation, toStore, dialogue, baseHash: prefixHash, hashed: tailTurns };
+  if (isNew) {
+    const plan = { ...base, recent: known, baseHash: EMPTY_HISTORY_HASH, hashed: turns };
+    return withApprovals(plan, withoutFailedReplies([...prefix, ...tail]), [], request, sources.approvalWords);
+  }
+  if (prefixHash !== session.historyHash) {
+    // The fork has nothing pending: an answer there can only be to a request it does not have.
+    if (answers[0]) throw notPending(answers[0]);
+    return 'fork';
+  }
+  const plan = { ...base, recent: known, baseHash: prefixHash, hashed: tailTurns };
+  return withApprovals(plan, withoutFailedReplies(prefix), tail, request, sources.approvalWords);
+}
+
+/**
+ * The plan's dialogue: `history`, then what goes on (`goesOn`). When the session waits on
+ * approval requests, this turn decides them (explicit answers, else the word rule on the
+ * user's message): the history's last assistant message gets the held calls, and the plan
+ * carries the decisions, with what goes on after their results.
+ */
+function withApprovals(
+  plan: Omit<TurnPlan, 'dialogue' | 'approvals'>,
+  history: ChatMessage[],
+  goesOn: ChatMessage[],
+  request: TurnRequest,
+  words: ApprovalWords,
+): TurnPlan {
+  const pending = pendingApprovalsOf(plan.session.snapshot);
+  const answers = request.approvals ?? [];
+  checkApprovalAnswers(pending, answers);
+  if (pending.length === 0) return { ...plan, dialogue: [...history, ...goesOn] };
+  const userText = textOf(goesOn.findLast((message) => message.role === 'user') ?? { role: 'user', content: '' });
+  const { decisions, goesOn: continues } = decideApprovals(pending, answers, userText, words);
+  return { ...plan, dialogue: withHeldCalls(history, pending), approvals: { decisions, after: continues ? goesOn : [] } };
+}
+
+/** The dialogue with the held calls on its last assistant message (the reply that asked for them), so their results can follow. */
+function withHeldCalls(history: ChatMessage[], pending: readonly ApprovalRequest[]): ChatMessage[] {
+  const calls = pending.map((request) => request.call);
+  const last = history.at(-1);
+  if (last?.role !== 'assistant') return [...history, { role: 'assistant', content: null, tool_calls: calls }];
+  return [...history.slice(0, -1), { role: 'assistant', content: textOf(last), tool_calls: calls }];
+}
+
+/** An explicit approval answer as a stored turn: kept in the transcript, never in a context. */
+function approvalTurn(answer: ApprovalAnswer): Turn {
+  const record = { approval_request_id: answer.requestId, approve: answer.approve, ...(answer.reason ? { reason: answer.reason } : {}) };
+  return { role: APPROVAL_ROLE, content: JSON.stringify(record) };
 }
 
 /** True when a stored snapshot says the session's last turn ended unanswered. */

@@ -3,11 +3,13 @@ import type { ChatMessage, GenerationParams, ToolCall, ToolDefinition } from '..
 import type { LlmClient, ToolCallDelta } from '../llm/llm-client.js';
 import type { LongTermMemory } from '../memory/long-term-memory.js';
 import type { EventBus } from '../observability/event-bus.js';
-import type { TransitionRecord } from '../ports.js';
+import type { SessionProgress, SessionRecord, TransitionRecord } from '../ports.js';
 import { isServiceError, ServiceError } from '../service-error.js';
-import type { ToolCallResult, ToolRunner } from '../tools/tool-runner.js';
+import { approvalQuestion, denialResult, newApprovalRequestId, type ApprovalDecision, type ApprovalRequest } from '../tools/tool-approvals.js';
+import type { ToolCallResult, ToolCallScope, ToolRunner } from '../tools/tool-runner.js';
 import type { ActorCache, SessionActor } from './actor-cache.js';
 import { foldHistoryHash, textOf, toolCallTurn, toTurn, type Turn } from './conversation-history.js';
+import { withPendingApprovals } from './pending-approvals.js';
 import type { SessionLeases } from './session-leases.js';
 import { buildContext } from './prompt-assembly.js';
 import type { TurnStore } from './turn-store.js';
@@ -52,6 +54,10 @@ type ActiveTurn = {
   streamed: string;
   /** The results of the service's own tool calls, by call id. */
   toolResults: Map<string, ToolCallResult>;
+  /** Calls of the service's tools held for the user's approval: the turn ends asking for them. */
+  approvalRequests: ApprovalRequest[];
+  /** The approved calls the turn began with, as its first steps. */
+  decidedSteps: TurnStep[];
 };
 
 /** Between the texts of the LLM rounds of one turn (before and after tool calls). */
@@ -88,20 +94,24 @@ export class TurnRunner {
   }
 
   async run(plan: TurnPlan, request: TurnRequest, clientSystem: ChatMessage[], handlers: TurnHandlers): Promise<TurnOutcome> {
-    const { session } = plan;
+    // A turn that decides approval requests runs on a session that no longer waits on them.
+    const session = plan.approvals ? { ...plan.session, snapshot: withPendingApprovals(plan.session.snapshot, []) } : plan.session;
     const { sessionId } = session;
     const { store, settings } = this.deps;
     const started = performance.now();
+    const fence = this.deps.leases ? { holder: this.deps.leases.holder, generation: plan.generation } : undefined;
     try {
-      await store.persistBeforeAnswer(sessionId, plan.toStore, request.userId);
+      await store.persistBeforeAnswer(sessionId, plan.toStore, request.userId, plan.approvals && { progress: progressAtRest(session), fence });
     } catch (error) {
       // The actor may be ahead of storage now: the client's retry restores the session from it.
       this.cache.distrust(sessionId);
       throw error;
     }
+    // Stored without them, cached without them, whatever becomes of the turn: a decided call never runs twice.
+    if (plan.approvals) this.cache.remember(sessionId, session, undefined);
     const lastUserText = plan.hashed.filter((turn) => turn.role === 'user').at(-1)?.content ?? '';
     const memories = this.deps.memory && lastUserText ? await this.deps.memory.recall(request.userId, lastUserText) : [];
-    const messages = buildContext({
+    const context = buildContext({
       systemPrompt: settings.systemPrompt,
       toolsDescription: this.deps.tools.describe(),
       memories,
@@ -124,9 +134,14 @@ export class TurnRunner {
       transitionLog: [],
       streamed: '',
       toolResults: new Map(),
+      approvalRequests: [],
+      decidedSteps: [],
     };
     this.activeTurns.set(sessionId, turn);
     try {
+      const decided = plan.approvals ? await this.decide(turn, sessionId, plan.approvals.decisions, handlers.signal) : [];
+      // The decided calls' results answer the reply that made them; then what goes on.
+      const messages = plan.approvals ? [...context, ...decided.map(toolMessage), ...plan.approvals.after] : context;
       const { actor, startsTurn } = this.cache.actorFor(session, request.userId, messages, plan.generation);
       const snapshot = await drive(actor, startsTurn ? null : messages, handlers.signal);
       const { failure, reason } = snapshot.context;
@@ -139,9 +154,10 @@ export class TurnRunner {
       // A failure's text is stored marked, so later contexts leave it out.
       const replyTurns: Turn[] = answered ? [failure ? { ...reply, role: FAILED_REPLY_ROLE } : reply] : [];
       // A turn stopped for a missing account stores nothing more: its tool call never ran.
-      const activity = turn.authError ? [] : toolTurns(produced, turn.clientToolCalls);
+      const held = outcome.approvalRequests.map((request) => request.call);
+      const activity = turn.authError ? [] : toolTurns(produced, [...held, ...turn.clientToolCalls]);
       const progress = {
-        snapshot: restingSnapshot(actor, !answered),
+        snapshot: restingSnapshot(actor, !answered, answered ? outcome.approvalRequests : []),
         currentState: String(snapshot.value),
         transitions: snapshot.context.transitions,
         transitionLog: turn.transitionLog,
@@ -149,8 +165,8 @@ export class TurnRunner {
         // The client holds every reply as an assistant turn, the failure's text included.
         historyHash: answered ? foldHistoryHash(plan.baseHash, [...plan.hashed, reply]) : plan.baseHash,
       };
-      const fence = this.deps.leases ? { holder: this.deps.leases.holder, generation: plan.generation } : undefined;
-      const ended = [...activity, ...replyTurns];
+      // The decided calls' results are stored whatever becomes of the turn: the approved ones ran.
+      const ended = [...decided.map((result) => toTurn(toolMessage(result))), ...activity, ...replyTurns];
       const response = answered ? request.responseRecord?.({ ...outcome, historyHash: progress.historyHash }) : undefined;
       await store.persistEnd(sessionId, ended, request.userId, progress, fence, response);
       const recent = plan.recent && [...plan.recent, ...plan.toStore, ...ended].slice(-settings.shortTermTurns);
@@ -226,12 +242,22 @@ export class TurnRunner {
         finishReason: reply.finishReason,
         toolCalls: reply.toolCalls.length,
       });
-      const forClient = reply.toolCalls.filter((call) => turn.clientToolNames.has(call.function.name));
-      if (forClient.length === 0) return reply;
-      if (forClient.length < reply.toolCalls.length) {
-        // Calls of both: the service's tools run first, and the model, given their results,
-        // asks for the client's again (a client can only answer a reply of its own calls).
-        return { ...reply, toolCalls: reply.toolCalls.filter((call) => !turn.clientToolNames.has(call.function.name)) };
+      const isClients = (call: ToolCall) => turn.clientToolNames.has(call.function.name);
+      const forClient = reply.toolCalls.filter(isClients);
+      const held = this.heldFor(reply.toolCalls.filter((call) => !isClients(call)));
+      if (forClient.length === 0 && held.length === 0) return reply;
+      const heldIds = new Set(held.map((request) => request.call.id));
+      const runnable = reply.toolCalls.filter((call) => !isClients(call) && !heldIds.has(call.id));
+      if (runnable.length > 0) {
+        // Calls of several kinds: the service's tools that need no approval run first, and the
+        // model, given their results, asks for the others again (a client can only answer a
+        // reply of its own calls, and a user is asked only for calls the model still wants).
+        return { ...reply, toolCalls: runnable };
+      }
+      if (held.length > 0) {
+        // The held calls do not run: the turn ends asking the user (the client's calls, if any, wait for the model to ask again).
+        turn.approvalRequests.push(...held);
+        return { ...reply, toolCalls: [], finishReason: 'stop' };
       }
       // The client runs these itself: the turn ends here and returns them.
       for (const delta of clientDeltas) turn.handlers.onToolCallDelta?.(delta);
@@ -249,21 +275,65 @@ export class TurnRunner {
     const turn = this.activeTurns.get(input.sessionId);
     if (!turn) throw new Error(`no turn is running for session ${input.sessionId}`);
     const scope = { userId: turn.userId, sessionId: input.sessionId, signal };
-    const onHeartbeat = turn.handlers.onHeartbeat;
-    const heartbeat = onHeartbeat ? setInterval(onHeartbeat, this.deps.settings.heartbeatMs) : undefined;
-    const onActivity = turn.handlers.onToolActivity;
-    const run = async (call: ToolCall) => {
-      onActivity?.({ phase: 'started', call });
-      const result = await this.deps.tools.call(call, scope);
-      turn.toolResults.set(call.id, result);
-      onActivity?.({ phase: 'finished', call, result });
-      return result;
-    };
     try {
-      return await Promise.all(input.toolCalls.map(run));
+      return await this.withHeartbeat(turn, () => Promise.all(input.toolCalls.map((call) => this.runCall(turn, call, scope))));
     } catch (error) {
       if (isServiceError(error) && error.code === 'TOOL_AUTH_REQUIRED') turn.authError = error;
       throw error;
+    }
+  }
+
+  /** The approval requests for those of `calls` whose tools wait for the user's approval. */
+  private heldFor(calls: ToolCall[]): ApprovalRequest[] {
+    return calls.flatMap((call) => {
+      const source = this.deps.tools.approvalFor(call.function.name);
+      return source ? [{ id: newApprovalRequestId(), call, ...source }] : [];
+    });
+  }
+
+  /**
+   * Carries out the decided approval requests a turn begins with: runs the approved calls (shown
+   * as they start and finish, with heartbeats to a quiet stream; they become the turn's first
+   * steps) and makes the refused ones' results. Returns each request's result, in order.
+   */
+  private async decide(turn: ActiveTurn, sessionId: string, decisions: ApprovalDecision[], signal: AbortSignal): Promise<ToolCallResult[]> {
+    const scope = { userId: turn.userId, sessionId, signal };
+    const carryOut = (decision: ApprovalDecision) =>
+      decision.approve ? this.runCall(turn, decision.request.call, scope, decision.request) : Promise.resolve(denialResult(decision));
+    const results = await this.withHeartbeat(turn, () => Promise.all(decisions.map(carryOut)));
+    // In the order they started (and were streamed), whichever finished first.
+    turn.decidedSteps = decisions.flatMap((decision, index): TurnStep[] =>
+      decision.approve ? [{ type: 'tool', call: decision.request.call, result: results[index]!, approvalRequestId: decision.request.id }] : [],
+    );
+    return results;
+  }
+
+  /**
+   * Runs one call of the service's tools, shown as it starts and as it finished. An approved
+   * call (`approved`) whose tool needs an account the user has not connected gets that as its
+   * result: the request is decided and cannot be sent again, so the turn goes on.
+   */
+  private async runCall(turn: ActiveTurn, call: ToolCall, scope: ToolCallScope, approved?: ApprovalRequest): Promise<ToolCallResult> {
+    const approval = approved ? { approvalRequestId: approved.id } : {};
+    turn.handlers.onToolActivity?.({ phase: 'started', call, ...approval });
+    let result: ToolCallResult;
+    try {
+      result = await this.deps.tools.call(call, scope);
+    } catch (error) {
+      if (!approved || !isServiceError(error) || error.code !== 'TOOL_AUTH_REQUIRED') throw error;
+      result = { toolCallId: call.id, name: call.function.name, content: `Error: ${error.message}`, isError: true, source: { server: approved.server, tool: approved.tool } };
+    }
+    turn.toolResults.set(call.id, result);
+    turn.handlers.onToolActivity?.({ phase: 'finished', call, result, ...approval });
+    return result;
+  }
+
+  /** Runs `work` with a heartbeat every `heartbeatMs` to a quiet stream. */
+  private async withHeartbeat<T>(turn: ActiveTurn, work: () => Promise<T>): Promise<T> {
+    const onHeartbeat = turn.handlers.onHeartbeat;
+    const heartbeat = onHeartbeat ? setInterval(onHeartbeat, this.deps.settings.heartbeatMs) : undefined;
+    try {
+      return await work();
     } finally {
       clearInterval(heartbeat);
     }
@@ -283,7 +353,7 @@ export class TurnRunner {
   ): Omit<TurnOutcome, 'historyHash'> {
     const streaming = Boolean(turn.handlers.onContent);
     const texts = produced.filter((message) => message.role === 'assistant').map(textOf).filter((text) => text !== '');
-    const steps = stepsOf(produced, turn.toolResults);
+    const steps = [...turn.decidedSteps, ...stepsOf(produced, turn.toolResults)];
     if (failure) {
       // A streaming client saw the failed round's partial text, then the error: that is the reply.
       // (With failures answered as HTTP errors, the gateway ends the stream with an error event.)
@@ -297,18 +367,28 @@ export class TurnRunner {
         failure,
         cancelled,
         steps,
+        approvalRequests: [],
       };
+    }
+    // A cancelled turn asks nothing: it is not answered, and the held calls are forgotten.
+    const approvalRequests = cancelled ? [] : turn.approvalRequests;
+    const question = approvalRequests.length > 0 ? approvalQuestion(approvalRequests, this.deps.settings.approvalWords) : undefined;
+    if (question !== undefined) {
+      // The question ends the reply (both APIs store it); a client that shows the requests otherwise is not streamed it.
+      if (turn.handlers.onApprovalRequests) turn.handlers.onApprovalRequests(approvalRequests);
+      else this.stream(turn, question);
     }
     const toolCalls = turn.clientToolCalls;
     return {
       sessionId,
-      content: texts.join(ROUND_SEPARATOR),
+      content: [...texts, ...(question === undefined ? [] : [question])].join(ROUND_SEPARATOR),
       toolCalls,
       finishReason: toolCalls.length > 0 ? 'tool_calls' : cancelled ? 'stop' : (reply?.finishReason ?? 'stop'),
       usage: reply?.usage ?? null,
       failure: null,
       cancelled,
       steps,
+      approvalRequests,
     };
   }
 
@@ -356,19 +436,32 @@ function drive(actor: SessionActor, messages: ChatMessage[] | null, signal: Abor
 /**
  * The actor's persisted snapshot at rest, without the finished turn's working messages.
  * `unanswered` marks a turn that ended without a reply (cancelled, or a tool needed an account), so that
- * the same request sent again does not store its messages twice.
+ * the same request sent again does not store its messages twice. `pending` are the approval
+ * requests the session now waits on (see pending-approvals).
  */
-function restingSnapshot(actor: SessionActor, unanswered: boolean): unknown {
+function restingSnapshot(actor: SessionActor, unanswered: boolean, pending: ApprovalRequest[]): unknown {
   const persisted = actor.getPersistedSnapshot() as { context?: Record<string, unknown> };
-  return { ...persisted, context: { ...persisted.context, messages: [] }, unanswered };
+  return withPendingApprovals({ ...persisted, context: { ...persisted.context, messages: [] }, unanswered }, pending);
+}
+
+/** What a session at rest stores as its progress: its row as it is (a turn that settles approvals before it runs). */
+function progressAtRest(session: SessionRecord): SessionProgress {
+  // A session waits on approvals only after a turn ended, which stored its state.
+  return { snapshot: session.snapshot, currentState: session.currentState ?? '', transitions: session.transitions, historyHash: session.historyHash };
+}
+
+/** A tool call's result as the tool message the LLM is given. */
+function toolMessage(result: ToolCallResult): ChatMessage {
+  return { role: 'tool', tool_call_id: result.toolCallId, content: result.content };
 }
 
 /**
  * The tool activity of a turn as stored turns: each call (`tool_call`, its id, name and
- * arguments) and each result (`tool`). They are kept in the transcript but, like every role
- * but system, user and assistant, never enter a context.
+ * arguments) and each result (`tool`), then the calls that did not run here (`unrun`: held for
+ * approval, or the client's). They are kept in the transcript but, like every role but system,
+ * user and assistant, never enter a context.
  */
-function toolTurns(produced: ChatMessage[], clientCalls: ToolCall[]): Turn[] {
+function toolTurns(produced: ChatMessage[], unrun: ToolCall[]): Turn[] {
   const turns: Turn[] = [];
   for (const message of produced) {
     if (message.role === 'assistant' && message.tool_calls) {
@@ -377,7 +470,7 @@ function toolTurns(produced: ChatMessage[], clientCalls: ToolCall[]): Turn[] {
       turns.push(toTurn(message));
     }
   }
-  return [...turns, ...clientCalls.map(toolCallTurn)];
+  return [...turns, ...unrun.map(toolCallTurn)];
 }
 
 /**

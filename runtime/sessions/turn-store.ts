@@ -77,21 +77,31 @@ export class TurnStore {
    * `writeWaitMs`: otherwise (the database is down) the write is called off and the turn
    * fails with DATABASE_UNAVAILABLE, so that nothing is answered that is not stored. A try
    * already sent may still commit; the client's retry then finds it stored (isStoredTail).
+   * With `settled` (a turn that decides approval requests: the session's progress, its
+   * snapshot no longer waiting on them), the session row is written in the same statement, so
+   * a decided call can never be decided, and run, again, even if this process dies while it
+   * runs; a lost `fence` (another process took the session) fails the turn before anything runs.
    */
-  async persistBeforeAnswer(sessionId: string, turns: Turn[], userId: string): Promise<void> {
-    if (turns.length === 0) return;
+  async persistBeforeAnswer(sessionId: string, turns: Turn[], userId: string, settled?: { progress: SessionProgress; fence?: LeaseFence }): Promise<void> {
+    if (turns.length === 0 && !settled) return;
     const unstored = this.unstoredRecords(sessionId, userId, turns);
     let calledOff = false;
+    let fenceLost = false;
     const write = this.deps.writer.write(sessionId, 'store user turn', async () => {
       if (calledOff) return;
       const records = await unstored();
-      if (records.length > 0) await this.deps.conversations.append(records);
+      if (settled) fenceLost = !(await this.deps.sessions.completeTurn(sessionId, records, settled.progress, settled.fence));
+      else if (records.length > 0) await this.deps.conversations.append(records);
     });
     if (!(await this.waitForWrite(write))) {
       calledOff = true;
       throw databaseUnavailable();
     }
-    this.announceWritten(sessionId, userId, turns);
+    if (turns.length > 0) this.announceWritten(sessionId, userId, turns);
+    if (fenceLost) {
+      this.deps.onFenceLost(sessionId);
+      throw new ServiceError('SESSION_BUSY', `session ${sessionId} was taken over by another process; send the request again`, { headers: { 'Retry-After': '1' } });
+    }
   }
 
   /**

@@ -1,6 +1,8 @@
 import type { ChatMessage, GenerationParams, ToolCall, ToolDefinition, Usage } from '../chat-types.js';
 import type { ToolCallDelta } from '../llm/llm-client.js';
 import type { NewResponseRecord, SessionRecord } from '../ports.js';
+import type { ApprovalWords } from '../tools/approval-words.js';
+import type { ApprovalAnswer, ApprovalDecision, ApprovalRequest } from '../tools/tool-approvals.js';
 import type { ToolCallResult } from '../tools/tool-runner.js';
 import type { Turn } from './conversation-history.js';
 
@@ -29,6 +31,12 @@ export type TurnRequest = {
   /** Tools the client runs itself: their calls are returned to it, not run here. */
   clientTools?: ToolDefinition[];
   /**
+   * Explicit answers to the session's pending approval requests (the Responses API's
+   * `mcp_approval_response` items). Each must name a request pending in the session, or the
+   * turn is refused (400) before anything is stored. Without them, the user's message answers.
+   */
+  approvals?: ApprovalAnswer[];
+  /**
    * The Responses API's record of the turn, made from how it ended (undefined: none to keep).
    * It is stored in the same write as the turn's end, so it costs no round trip of its own;
    * a turn that ends unanswered stores none.
@@ -50,17 +58,28 @@ export type TurnHandlers = {
   onHeartbeat?: () => void;
   /** Called as each of the service's own tool calls starts, and again when it finished. */
   onToolActivity?: (activity: ToolActivity) => void;
+  /**
+   * Shows the calls the turn ended holding for the user's approval (the Responses API's
+   * `mcp_approval_request` items). Without it, a streamed turn streams the question that
+   * asks for them as the end of its content.
+   */
+  onApprovalRequests?: (requests: ApprovalRequest[]) => void;
 };
 
-/** One of the service's own tool calls, starting or finished. */
-export type ToolActivity = { phase: 'started'; call: ToolCall } | { phase: 'finished'; call: ToolCall; result: ToolCallResult };
+/**
+ * One of the service's own tool calls, starting or finished; `approvalRequestId` names the
+ * approval request of a call the user approved.
+ */
+export type ToolActivity =
+  | { phase: 'started'; call: ToolCall; approvalRequestId?: string }
+  | { phase: 'finished'; call: ToolCall; result: ToolCallResult; approvalRequestId?: string };
 
 /**
  * What a turn did, in order: the text of each LLM round that had any, and each call of the
  * service's own tools with its result. A text after an earlier one starts with the round
  * separator, so the texts joined are the turn's `content`.
  */
-export type TurnStep = { type: 'text'; text: string } | { type: 'tool'; call: ToolCall; result: ToolCallResult };
+export type TurnStep = { type: 'text'; text: string } | { type: 'tool'; call: ToolCall; result: ToolCallResult; approvalRequestId?: string };
 
 /** How a turn ended. */
 export type TurnOutcome = {
@@ -73,8 +92,16 @@ export type TurnOutcome = {
   cancelled: boolean;
   /** The session's history hash after the turn: where a later turn continues from it (the Responses API). */
   historyHash: string;
-  /** The completed LLM rounds' texts and the service's tool calls, in order (the Responses API's output items). */
+  /**
+   * The completed LLM rounds' texts and the service's tool calls, in order (the Responses API's
+   * output items), the approved calls the turn began with first.
+   */
   steps: TurnStep[];
+  /**
+   * Calls of the service's tools the turn ended holding for the user's approval: the session
+   * waits on them, and `content` ends with the question that asks for them.
+   */
+  approvalRequests: ApprovalRequest[];
 };
 
 /** The supervisor's settings. */
@@ -94,7 +121,16 @@ export type SupervisorSettings = {
    * `http`, an error the client can retry (the turn stays unanswered, so a retry is not stored twice).
    */
   failureMode: 'reply' | 'http';
+  /** The words of a message that approve or refuse pending approval requests, normalised. */
+  approvalWords: ApprovalWords;
 };
+
+/**
+ * The session's pending approval requests, decided by this turn: the plan's dialogue ends with
+ * the assistant message that made the calls; their results (an approved call's, or a denial)
+ * follow it, then `after` (what goes on: the user's message unless it only answered).
+ */
+export type PlannedApprovals = { decisions: ApprovalDecision[]; after: ChatMessage[] };
 
 /** How a resolved turn treats the client's messages. */
 export type TurnPlan = {
@@ -113,4 +149,6 @@ export type TurnPlan = {
   recent?: Turn[];
   /** The session lease's generation this turn runs under (0 without leases). */
   generation: number;
+  /** The session's pending approval requests this turn decides, if it waited on any. */
+  approvals?: PlannedApprovals;
 };

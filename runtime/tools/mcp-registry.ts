@@ -1,4 +1,4 @@
-import type { McpServerConfig } from '../../config/mcp-server-schema.js';
+import { requiresApproval, type McpServerConfig } from '../../config/mcp-server-schema.js';
 import type { ToolCall, ToolDefinition } from '../chat-types.js';
 import type { EventBus } from '../observability/event-bus.js';
 import type { McpLogger } from './mcp-connection.js';
@@ -8,7 +8,7 @@ import { describeCallFailure, errorText, formatToolContent, parseToolArguments }
 import { UserConnectionPool, type ConnectionLease } from './mcp-user-pool.js';
 import type { AccessTokenSource } from '../ports.js';
 import { isServiceError, ServiceError } from '../service-error.js';
-import type { ManagedToolRunner, ToolCallResult, ToolCallScope, ToolServerStatus } from './tool-runner.js';
+import type { ManagedToolRunner, ToolCallResult, ToolCallScope, ToolServerStatus, ToolSource } from './tool-runner.js';
 
 export type { McpLogger } from './mcp-connection.js';
 
@@ -52,6 +52,8 @@ export function createMcpRegistry(options: McpRegistryOptions): McpRegistry {
 class Registry implements McpRegistry {
   private readonly servers = new Map<string, ServerHandle>();
   private catalogue = new Map<string, CatalogueEntry>();
+  /** `require_approval` names already reported as missing from their server, as `<server>/<tool>`. */
+  private readonly reportedMissing = new Set<string>();
   private started: Promise<void> | undefined;
   private isClosed = false;
 
@@ -114,6 +116,13 @@ class Registry implements McpRegistry {
 
   describe(): string {
     return describeTools(this.catalogue.values());
+  }
+
+  approvalFor(name: string): ToolSource | undefined {
+    const entry = this.catalogue.get(name);
+    if (!entry) return undefined;
+    const server = this.servers.get(entry.server) as ServerHandle;
+    return requiresApproval(server.config, entry.tool.name) ? { server: entry.server, tool: entry.tool.name } : undefined;
   }
 
   async call(toolCall: ToolCall, scope: ToolCallScope): Promise<ToolCallResult> {
@@ -213,5 +222,21 @@ class Registry implements McpRegistry {
 
   private rebuildCatalogue(): void {
     this.catalogue = buildCatalogue([...this.servers.values()].map(({ name, slot }) => ({ server: name, tools: slot.tools })));
+    this.reportMissingApprovalNames();
+  }
+
+  /** Warns, once each, of tools a server's `require_approval` list names but the server does not offer (a typo would let them run unasked). */
+  private reportMissingApprovalNames(): void {
+    for (const { name, config, slot } of this.servers.values()) {
+      const listed = config.require_approval;
+      if (!Array.isArray(listed) || slot.tools.length === 0) continue;
+      const offered = new Set(slot.tools.map((tool) => tool.name));
+      for (const tool of listed) {
+        const key = `${name}/${tool}`;
+        if (offered.has(tool) || this.reportedMissing.has(key)) continue;
+        this.reportedMissing.add(key);
+        this.options.logger?.warn(`tool server ${name}: require_approval names ${tool}, which the server does not offer`, { server: name, tool });
+      }
+    }
   }
 }

@@ -26,6 +26,11 @@ export interface ToolRunner {
    * `login_url`, for the frontend to send the user there.
    */
   call(toolCall: ToolCall, scope: ToolCallScope): Promise<ToolCallResult>;
+  /**
+   * Where the tool offered as `name` lives when its server holds its calls for the user's
+   * approval (`require_approval`); undefined when its calls run at once, or no tool has the name.
+   */
+  approvalFor(name: string): ToolSource | undefined;
 }
 
 /** The health of one tool server, as `/health` reports it. */
@@ -62,6 +67,7 @@ export const NO_TOOLS: ManagedToolRunner = {
   close: async () => {},
   definitions: () => [],
   describe: () => '',
+  approvalFor: () => undefined,
   call: async (toolCall) => ({
     toolCallId: toolCall.id,
     name: toolCall.function.name,

@@ -1,9 +1,12 @@
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { mkdir, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import OpenAI from 'openai';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { EVERYTHING_STDIO_YAML, mcpDeploymentFile } from '../support/mcp-fixtures.js';
 import { startTestService, type TestService } from '../support/service-harness.js';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -125,6 +128,33 @@ describeInBrowser(`inspector page (/inspect) in a browser${hasChromium ? '' : ` 
     } finally {
       await context.close();
       await local.close();
+    }
+  });
+
+  it('shows the tool calls a session waits to have approved, until they are answered', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'svc-inspect-approvals-'));
+    const servers = `${EVERYTHING_STDIO_YAML}    require_approval: [get-sum]\n`;
+    const local = await startTestService({ env: { CONFIG_FILE: mcpDeploymentFile(folder, servers) } });
+    const context = await browser.newContext();
+    const chat = (content: string) =>
+      local.client.chat.completions.create({ model: 'svc-default', messages: [{ role: 'user', content }] }, { headers: { 'X-Session-ID': 'waiting-session' } });
+    try {
+      await chat('Add them up [[tool:everything__get-sum {"a":2,"b":3}]]');
+      const page = await context.newPage();
+      await page.goto(`${local.service.url}/inspect`);
+      const row = page.locator('#sessions tr[data-session-id="waiting-session"]');
+      await row.click();
+      await page.locator('#approvals li', { hasText: 'everything · get-sum({"a":2,"b":3})' }).waitFor();
+      expect(await page.locator('#approvals .request-id').textContent()).to.match(/^mcpr_[0-9a-f]{32}$/);
+      expect(await row.locator('td').nth(5).textContent()).to.equal('1 waiting');
+
+      await chat('no');
+      await page.locator('#approvals').waitFor({ state: 'hidden' });
+      expect(await row.locator('td').nth(5).textContent()).to.equal('');
+    } finally {
+      await context.close();
+      await local.close();
+      rmSync(folder, { recursive: true, force: true });
     }
   });
 

@@ -110,13 +110,50 @@ describe('McpRegistry with server-everything over stdio', () => {
   });
 });
 
+describe('McpRegistry approvals (require_approval)', () => {
+  let registry: ReturnType<typeof testRegistry>;
+  const warnings: Array<{ message: string; meta?: Record<string, unknown> }> = [];
+
+  before(async () => {
+    const logger = { info: () => {}, error: () => {}, warn: (message: string, meta?: Record<string, unknown>) => warnings.push({ message, meta }) };
+    registry = testRegistry({
+      servers: {
+        listed: { ...everythingStdioConfig(), require_approval: ['get-sum', 'get-summ'] },
+        careful: { ...everythingStdioConfig(), require_approval: 'always' },
+      },
+      logger,
+    });
+    await registry.start();
+  });
+
+  after(() => registry.close());
+
+  it('holds only the listed tools of a server with a list, by their name on the server', () => {
+    expect(registry.approvalFor('listed__get-sum')).to.deep.equal({ server: 'listed', tool: 'get-sum' });
+    expect(registry.approvalFor('listed__echo')).to.equal(undefined);
+  });
+
+  it('holds every tool of a server with always, and nothing for a name no server offers', () => {
+    expect(registry.approvalFor('careful__echo')).to.deep.equal({ server: 'careful', tool: 'echo' });
+    expect(registry.approvalFor('careful__get-sum')).to.deep.equal({ server: 'careful', tool: 'get-sum' });
+    expect(registry.approvalFor('nowhere__tool')).to.equal(undefined);
+  });
+
+  it('warns once of a listed name the server does not offer', () => {
+    expect(warnings.filter((warning) => warning.meta?.tool === 'get-summ')).to.deep.equal([
+      { message: 'tool server listed: require_approval names get-summ, which the server does not offer', meta: { server: 'listed', tool: 'get-summ' } },
+    ]);
+    expect(warnings.filter((warning) => warning.meta?.tool === 'get-sum')).to.deep.equal([]);
+  });
+});
+
 describe('McpRegistry with server-everything over streamable HTTP', () => {
   let server: EverythingHttp;
   let registry: ReturnType<typeof testRegistry>;
 
   before(async () => {
     server = await startEverythingHttp();
-    registry = testRegistry({ servers: { everything: { transport: 'http', url: server.url, headers: {}, per_user: false } } });
+    registry = testRegistry({ servers: { everything: { transport: 'http', url: server.url, headers: {}, per_user: false, require_approval: 'never' } } });
     await registry.start();
   });
 
@@ -257,7 +294,7 @@ describe('McpRegistry with servers that cannot start', () => {
   it('resolves start, marks the server failed and serves the other servers when a command does not exist', async () => {
     registry = testRegistry({
       servers: {
-        missing: { transport: 'stdio', command: '/nonexistent/mcp-server', args: [], env: {}, per_user: false },
+        missing: { transport: 'stdio', command: '/nonexistent/mcp-server', args: [], env: {}, per_user: false, require_approval: 'never' },
         everything: everythingStdioConfig(),
       },
     });
@@ -273,7 +310,7 @@ describe('McpRegistry with servers that cannot start', () => {
   });
 
   it('retries a failed server in the background when it could not be started', async () => {
-    registry = testRegistry({ servers: { missing: { transport: 'stdio', command: '/nonexistent/mcp-server', args: [], env: {}, per_user: false } } });
+    registry = testRegistry({ servers: { missing: { transport: 'stdio', command: '/nonexistent/mcp-server', args: [], env: {}, per_user: false, require_approval: 'never' } } });
     await registry.start();
 
     const status = await waitFor(() => {
@@ -292,6 +329,7 @@ describe('McpRegistry with servers that cannot start', () => {
       args: ['-e', 'setInterval(() => {}, 1000)'],
       env: {},
       per_user: false,
+      require_approval: 'never' as const,
     });
     registry = testRegistry({ servers: { one: silent(), two: silent(), three: silent() }, connectTimeoutMs: 600, retry: { initialMs: 60_000, maxMs: 60_000 } });
     const started = performance.now();

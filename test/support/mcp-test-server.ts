@@ -83,6 +83,7 @@ export function testServerStdioConfig(overrides: Partial<Extract<McpServerConfig
     env: {},
     cwd: REPO_ROOT,
     per_user: false,
+    require_approval: 'never',
     ...overrides,
   };
 }

@@ -99,6 +99,47 @@ mcp_servers:
     expect(loadError({ CONFIG_FILE: badServer }).message).to.match(/^mcp_servers\.broken/);
   });
 
+  it('reads require_approval as never by default, always, or a list of tool names', () => {
+    const file = deploymentFile(`
+mcp_servers:
+  quiet:
+    transport: stdio
+    command: quiet-server
+  careful:
+    transport: stdio
+    command: careful-server
+    require_approval: always
+  picky:
+    transport: http
+    url: http://127.0.0.1:3001/mcp
+    require_approval: [get-sum, echo]
+`);
+    const servers = loadConfig({ CONFIG_FILE: file }).mcp_servers;
+    expect(servers.quiet!.require_approval).to.equal('never');
+    expect(servers.careful!.require_approval).to.equal('always');
+    expect(servers.picky!.require_approval).to.deep.equal(['get-sum', 'echo']);
+  });
+
+  it('refuses a require_approval that is not never, always or a list of tool names, naming it', () => {
+    const server = (rule: string) => deploymentFile(`mcp_servers:\n  tools:\n    transport: stdio\n    command: server\n    require_approval: ${rule}\n`);
+    expect(loadError({ CONFIG_FILE: server('sometimes') }).message).to.match(/^mcp_servers\.tools\.require_approval: must be never, always, or a list/);
+    expect(loadError({ CONFIG_FILE: server('true') }).message).to.match(/^mcp_servers\.tools\.require_approval: /);
+    expect(loadError({ CONFIG_FILE: server('[get-sum, ""]') }).message).to.match(/^mcp_servers\.tools\.require_approval\.1: a tool name must not be empty/);
+  });
+
+  it('reads the approval and denial words from a list in the file or comma-separated from the environment', () => {
+    expect(loadConfig({}).tools).to.deep.include({ approval_words: ['yes', 'y', 'approve', 'approved', 'ok'], denial_words: ['no', 'n', 'deny', 'denied'] });
+    const file = deploymentFile('tools:\n  approval_words: [ja, oui]\n');
+    expect(loadConfig({ CONFIG_FILE: file }).tools.approval_words).to.deep.equal(['ja', 'oui']);
+    expect(loadConfig({ CONFIG_FILE: file, TOOLS_DENIAL_WORDS: 'nein,non' }).tools.denial_words).to.deep.equal(['nein', 'non']);
+  });
+
+  it('refuses an empty approval word list, a word of punctuation only, and a word that both approves and refuses', () => {
+    expect(loadError({ TOOLS_APPROVAL_WORDS: '' }).message).to.match(/^tools\.approval_words: /);
+    expect(loadError({ TOOLS_DENIAL_WORDS: 'no,?!' }).message).to.match(/^tools\.denial_words: /);
+    expect(loadError({ TOOLS_DENIAL_WORDS: 'no,OK.' }).message).to.equal('tools.denial_words: "OK." is also in tools.approval_words: a word cannot both approve and refuse');
+  });
+
   it('says so when CONFIG_FILE names a missing file', () => {
     expect(loadError({ CONFIG_FILE: '/nonexistent/deployment.yaml' }).message).to.match(/^CONFIG_FILE: /);
   });
