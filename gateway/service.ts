@@ -24,6 +24,7 @@ import { createResponsesRouter } from './responses-routes.js';
 import { createConversationsRouter } from './conversations-routes.js';
 import { createApiKeyGuard } from './api-keys.js';
 import { createApp } from './app.js';
+import { answerClientErrors } from './client-errors.js';
 import { acceptHandedConnections } from './connection-handoff.js';
 import { drainServer } from './drain-server.js';
 import { createInspectRoutes } from './inspect-routes.js';
@@ -321,6 +322,7 @@ async function createMemory(
 function listen(app: ReturnType<typeof createApp>, where: ListenOptions): Promise<Server> {
   return new Promise((resolve, reject) => {
     const server = app.listen(where);
+    answerClientErrors(server);
     server.once('listening', () => resolve(server));
     server.once('error', reject);
   });
