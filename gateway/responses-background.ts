@@ -8,7 +8,7 @@ import { toServiceError } from './error-handler.js';
 import { ResponseEventLog } from './response-event-log.js';
 import { replayResponse } from './response-replay.js';
 import { isFinalStatus, newItemId, responseBody, type ResponseFrame, type ResponseObject } from './responses-format.js';
-import type { Continuation } from './responses-history.js';
+import { responseNotFound, type Continuation } from './responses-history.js';
 import { inputItemRecords, type ResponsesRequest } from './responses-request.js';
 import { ResponseEventStream } from './responses-stream.js';
 import type { UsageLimiter } from './usage-limits.js';
@@ -146,7 +146,7 @@ export async function cancelResponse(deps: BackgroundResponseDeps, id: string, b
   const deadline = Date.now() + 2 * deps.runs.leaseMs;
   for (;;) {
     const now = await deps.responses.get(id);
-    if (!now) throw new ServiceError('NOT_FOUND', `Response with id '${id}' not found.`);
+    if (!now) throw responseNotFound(id);
     if (isFinalStatus(now.body.status) || Date.now() > deadline) return now.body;
     await new Promise((resolve) => setTimeout(resolve, CANCEL_POLL_MS));
   }

@@ -68,7 +68,7 @@ export async function ownResponse(responses: ResponseStore, userId: string, id: 
 }
 
 /** The 404 of a response that does not exist for the caller. */
-function responseNotFound(id: string, param?: string): ServiceError {
+export function responseNotFound(id: string, param?: string): ServiceError {
   return new ServiceError('NOT_FOUND', `Response with id '${id}' not found.`, param ? { param } : {});
 }
 

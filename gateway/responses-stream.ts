@@ -17,18 +17,10 @@ import {
 } from './responses-format.js';
 
 /**
- * Where a response's events go: a client's stream (an `SseWriter`), the stored events of a
- * background response, or both. `sequence` is the event's `sequence_number`.
+ * Where a response's events go: a client's stream (an `SseWriter`), or the stored events of a
+ * background response, which every client reads. `sequence` is the event's `sequence_number`.
  */
 export type ResponseEventSink = { event(type: string, json: string, sequence: number): void; end(): void };
-
-/** Events to several sinks: a background response's stored events and the stream of the client that created it. */
-export function sinks(...targets: ResponseEventSink[]): ResponseEventSink {
-  return {
-    event: (type, json, sequence) => targets.forEach((target) => target.event(type, json, sequence)),
-    end: () => targets.forEach((target) => target.end()),
-  };
-}
 
 /** A client function call as it streams in. */
 type StreamedCall = { itemId: string; outputIndex: number; id: string; name: string; arguments: string };

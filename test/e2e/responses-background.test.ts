@@ -33,7 +33,7 @@ for (const target of serviceStorageTargets()) {
     before(async () => {
       llm = await startFakeLlm();
       storage = await target.prepare();
-      harness = await startTestService({ llm, env: { ...storage.env, SESSIONS_LEASE_MS: '1000' } });
+      harness = await startTestService({ llm, env: storage.env });
       client = harness.client;
     });
     after(async () => {

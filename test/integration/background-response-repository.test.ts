@@ -1,22 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
-import type { BackgroundResponseStore, NewResponseRecord, ResponseStore } from '../../runtime/ports.js';
+import type { BackgroundResponseStore, ResponseStore } from '../../runtime/ports.js';
 import { createBackgroundResponseRepository, createResponseRepository, migrateToLatest } from '../../storage/index.js';
+import { queuedResponse } from '../support/background-responses.js';
 import { databaseTargets } from '../support/databases.js';
 import type { TestDatabase } from '../support/databases.js';
 
-/** A queued background response of alice. */
-function queuedResponse(): NewResponseRecord {
-  return {
-    id: `resp_${randomUUID().replaceAll('-', '')}`,
-    userId: 'alice',
-    sessionId: `s-${randomUUID()}`,
-    previousResponseId: null,
-    historyHash: '',
-    body: { object: 'response', status: 'queued', background: true, output: [] },
-    input: [{ id: 'msg_1', type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi' }] }],
-  };
-}
 
 /** An event as the stream numbers and writes it. */
 function event(sequence: number, type = 'response.output_text.delta') {

@@ -1,25 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { BackgroundRuns, RUN_CANCELLED } from '../../gateway/background-runs.js';
-import type { BackgroundResponseStore, NewResponseRecord, ResponseStore } from '../../runtime/ports.js';
+import type { BackgroundResponseStore, ResponseStore } from '../../runtime/ports.js';
 import { createBackgroundResponseRepository, createResponseRepository, migrateToLatest } from '../../storage/index.js';
+import { queuedResponse } from '../support/background-responses.js';
 import { databaseTargets } from '../support/databases.js';
 import type { TestDatabase } from '../support/databases.js';
 import { waitFor } from '../support/wait-for.js';
 
-const LEASE_MS = 300;
+/** Long enough that a loaded machine's pauses never pass for a dead process; renewed every third of it. */
+const LEASE_MS = 1_000;
 
-function queuedResponse(): NewResponseRecord {
-  return {
-    id: `resp_${randomUUID().replaceAll('-', '')}`,
-    userId: 'alice',
-    sessionId: `s-${randomUUID()}`,
-    previousResponseId: null,
-    historyHash: '',
-    body: { status: 'queued', background: true },
-    input: [],
-  };
-}
 
 for (const target of databaseTargets()) {
   describe(`BackgroundRuns of two processes on ${target.name}`, () => {

@@ -1,0 +1,15 @@
+import { randomUUID } from 'node:crypto';
+import type { NewResponseRecord } from '../../runtime/ports.js';
+
+/** A background response of alice as it is stored when it starts: `queued`, in a session of its own. */
+export function queuedResponse(): NewResponseRecord {
+  return {
+    id: `resp_${randomUUID().replaceAll('-', '')}`,
+    userId: 'alice',
+    sessionId: `s-${randomUUID()}`,
+    previousResponseId: null,
+    historyHash: '',
+    body: { object: 'response', status: 'queued', background: true, output: [] },
+    input: [{ id: 'msg_1', type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi' }] }],
+  };
+}
