@@ -39,12 +39,29 @@ export function nearestUserState(graph: GraphTopology, from: string): string | u
   return reachableStates(graph, from).find((name) => graph.states[name]?.type === 'user');
 }
 
+/** The prefix of the built-in tool an agent state offers per agent state it may hand over to. */
+export const TRANSFER_TOOL_PREFIX = 'transfer_to_';
+
+/** The built-in tool that hands the conversation over to the agent state `state`: `transfer_to_<state>`. */
+export function transferToolName(state: string): string {
+  return `${TRANSFER_TOOL_PREFIX}${state}`;
+}
+
 /** Where the generated machine goes from a state: one successor for each outcome (undefined where none applies). */
 export type StateRoutes = {
   /** Agent states: the tool-type successor that runs a reply's tool calls. */
   toolCalls: string | undefined;
-  /** Agent states: where a plain reply goes, the user-type successor, else the agent-type one (a hand-off). */
+  /**
+   * Agent states: where a reply without tool or transfer calls goes: the user-type successor,
+   * else the only agent-type one (a plain hand-off).
+   */
   reply: string | undefined;
+  /**
+   * Agent states: the agent-type successors the model chooses among with a `transfer_to_<state>`
+   * call each (routing by the model). They are every agent-type successor of a state that also
+   * has a user-type one, or of a state with several and no user-type one.
+   */
+  handoffs: string[];
   /** User and tool states: the agent-type successor that answers the user message or gets the tool results. */
   next: string | undefined;
   /** The user state the turn ends in when it fails or is cancelled here. */
@@ -53,12 +70,29 @@ export type StateRoutes = {
 
 /** The routes the generated machine takes out of a state, chosen by the types of its successors. */
 export function routesOf(graph: GraphTopology, name: string): StateRoutes {
-  const first = (type: StateType): string | undefined => successorsOfType(graph, name, type)[0];
   const isAgent = graph.states[name]?.type === 'agent';
+  const [users, agents, tools] = (['user', 'agent', 'tool'] as const).map((type) => successorsOfType(graph, name, type)) as [string[], string[], string[]];
+  const routesByModel = isAgent && (users.length > 0 || agents.length > 1);
   return {
-    toolCalls: isAgent ? first('tool') : undefined,
-    reply: isAgent ? (first('user') ?? first('agent')) : undefined,
-    next: isAgent ? undefined : first('agent'),
+    toolCalls: isAgent ? tools[0] : undefined,
+    reply: isAgent ? (users[0] ?? (agents.length === 1 ? agents[0] : undefined)) : undefined,
+    handoffs: routesByModel ? agents : [],
+    next: isAgent ? undefined : agents[0],
     resting: nearestUserState(graph, name),
   };
+}
+
+/**
+ * Whether an agent state's text reaches the reply: `shown` (it replies to the user, or sets
+ * `show_output`), `hidden` (it always hands over to another agent state: a private step), or
+ * `hidden_on_handoff` (a round that ends in a `transfer_to_` call is private, any other is shown).
+ */
+export type StateOutput = 'shown' | 'hidden' | 'hidden_on_handoff';
+
+/** How the text of the agent state `name` is treated (see `StateOutput`). */
+export function outputOf(graph: GraphTopology & { states: Readonly<Record<string, { show_output?: boolean | undefined }>> }, name: string): StateOutput {
+  if (graph.states[name]?.show_output === true) return 'shown';
+  const routes = routesOf(graph, name);
+  if (routes.reply !== undefined && graph.states[routes.reply]?.type === 'agent') return 'hidden';
+  return routes.handoffs.length > 0 ? 'hidden_on_handoff' : 'shown';
 }

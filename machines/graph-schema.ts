@@ -21,6 +21,16 @@ export const GraphStateSchema = z.strictObject({
   model: z.string().optional(),
   temperature: z.number().min(0).max(2).optional(),
   max_tokens: z.number().int().positive().optional(),
+  /**
+   * Agent states: whether the state's text reaches the reply even when it hands over to another
+   * agent state (by default such a step is private: only the next states see it).
+   */
+  show_output: z.boolean().optional(),
+  /**
+   * Tool states: which calls wait for the user's approval before they run here: `true` (all),
+   * `false` (none beyond the servers' own rules), or the names of the tools (as offered to the model).
+   */
+  require_approval: z.union([z.boolean(), z.array(z.string().min(1, 'a tool name must not be empty'))]).optional(),
 });
 
 /** One state of a parsed graph. */
