@@ -81,7 +81,7 @@ export type ConfigValues = {
     embeddings_timeout_ms: number;
     embedding_dimensions: number;
   };
-  state: { graph_path: string; max_tool_rounds: number };
+  state: { graph_path: string; max_tool_rounds: number; max_handoffs: number };
   sessions: { cache_size: number; idle_ms: number; turn_wait_ms: number; write_wait_ms: number; lease_ms: number };
   limits: { requests_per_minute: number; burst: number; concurrent_requests: number };
   metrics: { enabled: boolean };
@@ -204,6 +204,12 @@ export const configSchema: convict.Schema<ConfigValues> = {
   state: {
     graph_path: { doc: 'State graph file (YAML or JSON).', format: String, default: 'config/default-graph.yaml', env: 'STATE_GRAPH_PATH' },
     max_tool_rounds: { doc: 'Most tool rounds in one turn.', format: 'positive-int', default: 5, env: 'STATE_MAX_TOOL_ROUNDS' },
+    max_handoffs: {
+      doc: 'Most hand-offs (transfer_to_<state> calls the model makes) in one turn; past it the transfer tools are not offered and the state answers itself.',
+      format: 'positive-int',
+      default: 5,
+      env: 'STATE_MAX_HANDOFFS',
+    },
   },
   sessions: {
     cache_size: { doc: 'Most session actors kept in memory.', format: 'positive-int', default: 10_000, env: 'SESSIONS_CACHE_SIZE' },

@@ -1,15 +1,15 @@
 import type { ChatMessage } from '../runtime/chat-types.js';
 import type { ConversationRecord, SessionRecord } from '../runtime/ports.js';
 import { APPROVAL_ROLE, storedToolCall, toTurn, type Turn } from '../runtime/sessions/conversation-history.js';
-import { FAILED_REPLY_ROLE } from '../runtime/sessions/supervisor.js';
+import { FAILED_REPLY_ROLE, PRIVATE_STEP_ROLE } from '../runtime/sessions/supervisor.js';
 import type { StartingItem } from './conversation-request.js';
 import { functionCallItem, outputTextPart } from './responses-format.js';
 
 /** The prefix of an item's id by the item's type; the rest of the id is its record's id. */
-const ID_PREFIX = { message: 'msg', function_call: 'fc', function_call_output: 'fco', mcp_approval_response: 'mcpa' } as const;
+const ID_PREFIX = { message: 'msg', function_call: 'fc', function_call_output: 'fco', mcp_approval_response: 'mcpa', reasoning: 'rs' } as const;
 
 /** An item id as `itemId` makes them. */
-const ITEM_ID = /^(?:msg|fc|fco|mcpa)_(\d{1,16})$/;
+const ITEM_ID = /^(?:msg|fc|fco|mcpa|rs)_(\d{1,16})$/;
 
 /** Roles of the records shown as the assistant's messages: its replies, failed ones included. */
 const ASSISTANT_ROLES = new Set(['assistant', FAILED_REPLY_ROLE]);
@@ -34,7 +34,9 @@ export function recordIdOf(itemId: string): number | undefined {
  * are input messages; the assistant's replies (failed ones too) output messages; a `tool_call`
  * record (`{id, name, arguments}`) a `function_call`; a `tool` record (`{tool_call_id,
  * content}`) a `function_call_output`; an `approval` record (`{approval_request_id, approve,
- * reason?}`) an `mcp_approval_response`. A record of any other role is a message of role `unknown`.
+ * reason?}`) an `mcp_approval_response`; a private step's text (an agent state's that handed
+ * over to another, kept out of the reply) a `reasoning` item with that text. A record of any
+ * other role is a message of role `unknown`.
  */
 export function conversationItem(record: ConversationRecord): Record<string, unknown> {
   if (record.role === 'tool_call') {
@@ -57,6 +59,9 @@ export function conversationItem(record: ConversationRecord): Record<string, unk
       approve: answer.approve === true,
       reason: typeof reason === 'string' ? reason : null,
     };
+  }
+  if (record.role === PRIVATE_STEP_ROLE) {
+    return { id: itemId('reasoning', record), type: 'reasoning', status: 'completed', summary: [], content: [{ type: 'reasoning_text', text: record.message }] };
   }
   if (ASSISTANT_ROLES.has(record.role)) {
     return { id: itemId('message', record), type: 'message', status: 'completed', role: 'assistant', content: [outputTextPart(record.message)] };

@@ -285,6 +285,7 @@ export function supervisorSettingsOf(config: AppConfig): SupervisorSettings {
     systemPrompt: config.app.system_prompt,
     shortTermTurns: config.memory.short_term_turns,
     maxToolRounds: config.state.max_tool_rounds,
+    maxHandoffs: config.state.max_handoffs,
     cacheSize: config.sessions.cache_size,
     idleMs: config.sessions.idle_ms,
     turnWaitMs: config.sessions.turn_wait_ms,

@@ -1,15 +1,40 @@
 import { assign, emit, fromPromise, setup } from 'xstate';
 import type { StateValue } from 'xstate';
 import type { ChatMessage, ToolCall, Usage } from '../runtime/chat-types.js';
-import { routesOf } from './graph-routes.js';
+import { outputOf, reachableStates, routesOf, transferToolName } from './graph-routes.js';
+import type { StateOutput } from './graph-routes.js';
 import type { GraphState, StateGraph, StateType } from './graph-schema.js';
 import { formatProblem, validateGraph } from './validate-graph.js';
 
-/** What one LLM call in an agent state returned. */
-export type AgentReply = { content: string; toolCalls: ToolCall[]; finishReason: string; usage: Usage | null };
+/**
+ * What one LLM call in an agent state returned. `handoff` is the `transfer_to_<state>` call the
+ * model chose the next agent state with (its other tool calls are then dropped).
+ */
+export type AgentReply = { content: string; toolCalls: ToolCall[]; finishReason: string; usage: Usage | null; handoff?: Handoff };
 
-/** The input of the `callLlm` actor: the working context and the agent state it runs in. */
-export type CallLlmInput = { sessionId: string; state: string; stateConfig: GraphState; messages: ChatMessage[] };
+/** A hand-off the model made: the agent state it chose and the `transfer_to_` call that chose it. */
+export type Handoff = { state: string; call: ToolCall };
+
+/** A hand-off the model may make from an agent state: offered as the tool `tool`, described by the target's `description`. */
+export type HandoffOption = { state: string; tool: string; description: string };
+
+/** Which calls of the tool state a reply's tool calls run in wait for the user's approval (its `require_approval`). */
+export type StateApproval = boolean | string[];
+
+/**
+ * The input of the `callLlm` actor: the working context and the agent state it runs in, the
+ * hand-offs the model may make now (none once the turn has made `maxHandoffs`), whether the
+ * state's text reaches the reply, and the approval rule of the tool state its calls run in.
+ */
+export type CallLlmInput = {
+  sessionId: string;
+  state: string;
+  stateConfig: GraphState;
+  messages: ChatMessage[];
+  handoffs: HandoffOption[];
+  output: StateOutput;
+  toolApproval: StateApproval;
+};
 
 /** The outcome of one tool call; a failed call is a result with `isError`, not an exception. */
 export type ToolResult = { toolCallId: string; name: string; content: string; isError: boolean };
@@ -17,8 +42,11 @@ export type ToolResult = { toolCallId: string; name: string; content: string; is
 /** The input of the `runTools` actor: the last reply's tool calls and the tool state they run in. */
 export type RunToolsInput = { sessionId: string; state: string; stateConfig: GraphState; toolCalls: ToolCall[] };
 
+/** The limits a session actor runs under: tool rounds and hand-offs in one turn (the configuration's, also for a restored actor). */
+export type SessionLimits = { maxToolRounds: number; maxHandoffs: number };
+
 /** The input a session actor is created with; `messages` is the first turn's context when the graph starts in an agent state. */
-export type SessionInput = { sessionId: string; maxToolRounds: number; messages?: ChatMessage[] };
+export type SessionInput = SessionLimits & { sessionId: string; messages?: ChatMessage[] };
 
 /** Why a turn failed: the LLM call or the tool runner threw. */
 export type SessionFailure = { source: 'llm' | 'tool'; message: string };
@@ -36,13 +64,14 @@ export type TransitionReason =
   | 'cancelled';
 
 /** The context of a session actor; small and JSON-serialisable, since it is persisted. */
-export type SessionContext = {
+export type SessionContext = SessionLimits & {
   sessionId: string;
-  maxToolRounds: number;
   /** The working context of the current turn. */
   messages: ChatMessage[];
   /** Tool rounds done in this turn. */
   round: number;
+  /** Hand-offs (`transfer_to_` calls) made in this turn; absent in snapshots stored before hand-offs existed. */
+  handoffs?: number;
   /** The last agent reply. */
   reply: AgentReply | null;
   failure: SessionFailure | null;
@@ -93,14 +122,26 @@ const sessionSetup = setup({
     canRunTools: ({ context }, params: { reply: AgentReply }) =>
       params.reply.toolCalls.length > 0 && context.round < context.maxToolRounds,
     hasToolCalls: (_, params: { reply: AgentReply }) => params.reply.toolCalls.length > 0,
+    handsOffTo: (_, params: { reply: AgentReply; state: string }) => params.reply.handoff?.state === params.state,
   },
   actions: {
-    startTurn: assign((_, params: { messages: ChatMessage[] }) => ({ messages: params.messages, round: 0, reply: null, failure: null })),
+    startTurn: assign((_, params: { messages: ChatMessage[] }) => ({ messages: params.messages, round: 0, handoffs: 0, reply: null, failure: null })),
     // Tool calls that will not run stay out of the working context: an assistant message with
     // tool calls must be followed by their results, or the next agent's LLM call is rejected.
     recordReply: assign(({ context }, params: { reply: AgentReply; withToolCalls: boolean }) => ({
       reply: params.reply,
       messages: [...context.messages, assistantMessage(params.reply, params.withToolCalls)],
+    })),
+    // The next state sees the hand-off as the model made it: the reply with its transfer call,
+    // and the call's result naming the state that now answers (as the OpenAI Agents SDK does).
+    recordHandoff: assign(({ context }, params: { reply: AgentReply; handoff: Handoff }) => ({
+      reply: params.reply,
+      messages: [
+        ...context.messages,
+        { role: 'assistant', content: params.reply.content, tool_calls: [params.handoff.call] } satisfies ChatMessage,
+        { role: 'tool', tool_call_id: params.handoff.call.id, content: JSON.stringify({ assistant: params.handoff.state }) } satisfies ChatMessage,
+      ],
+      handoffs: (context.handoffs ?? 0) + 1,
     })),
     recordToolResults: assign(({ context }, params: { results: ToolResult[] }) => ({
       messages: [
@@ -168,13 +209,33 @@ function agentStateNode(graph: StateGraph, name: string): SessionStateNodeConfig
   const replyTarget = routes.reply!;
   const replyReason = stateTypeOf(graph, replyTarget) === 'user' ? 'reply' : 'handoff';
   const resting = routes.resting!;
+  const output = outputOf(graph, name);
+  const handoffs = routes.handoffs.map((state): HandoffOption => ({ state, tool: transferToolName(state), description: graph.states[state]!.description }));
+  const toolApproval = toolTarget === undefined ? false : (graph.states[toolTarget]!.require_approval ?? false);
   return {
     id: name,
     description: stateConfig.description,
     invoke: {
       src: 'callLlm',
-      input: ({ context }) => ({ sessionId: context.sessionId, state: name, stateConfig, messages: context.messages }),
+      input: ({ context }) => ({
+        sessionId: context.sessionId,
+        state: name,
+        stateConfig,
+        messages: context.messages,
+        // Past the turn's limit the model is offered no hand-off: the state answers itself.
+        handoffs: (context.handoffs ?? 0) < context.maxHandoffs ? handoffs : [],
+        output,
+        toolApproval,
+      }),
       onDone: [
+        ...handoffs.map(({ state }) => ({
+          guard: { type: 'handsOffTo' as const, params: ({ event }: LlmDone) => ({ reply: event.output, state }) },
+          target: state,
+          actions: [
+            { type: 'recordHandoff', params: ({ event }: LlmDone) => ({ reply: event.output, handoff: event.output.handoff! }) } as const,
+            ...arrive(graph, state, 'handoff'),
+          ],
+        })),
         ...(toolTarget === undefined
           ? []
           : [
@@ -232,8 +293,9 @@ export function createSessionMachine(graph: StateGraph) {
   if (!validation.ok) {
     throw new Error(`invalid state graph:\n${validation.problems.map(formatProblem).join('\n')}`);
   }
+  // States no path reaches are never entered (the validator warns of them): they are not built.
   const states: Record<string, SessionStateNodeConfig> = Object.fromEntries(
-    Object.entries(graph.states).map(([name, state]) => [name, stateBuilders[state.type](graph, name)]),
+    reachableStates(graph, graph.initial).map((name) => [name, stateBuilders[graph.states[name]!.type](graph, name)]),
   );
   return sessionSetup.createMachine({
     id: 'session',
@@ -241,8 +303,10 @@ export function createSessionMachine(graph: StateGraph) {
     context: ({ input }) => ({
       sessionId: input.sessionId,
       maxToolRounds: input.maxToolRounds,
+      maxHandoffs: input.maxHandoffs,
       messages: input.messages ?? [],
       round: 0,
+      handoffs: 0,
       reply: null,
       failure: null,
       transitions: 0,

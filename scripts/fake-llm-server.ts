@@ -8,6 +8,7 @@ import { answerEmbeddings } from './fake-llm/answer-embeddings.js';
 import { echoReply } from './fake-llm/default-reply.js';
 import { FakeLlmHttpError, readJsonObject, sendError, sendJson } from './fake-llm/http-io.js';
 import { parseMagicWords } from './fake-llm/magic-words.js';
+import { transferReply } from './fake-llm/transfers.js';
 import type { ChatRequestBody, FakeMessage } from './fake-llm/messages.js';
 import { modelsBody, unixSeconds } from './fake-llm/openai-shapes.js';
 import type { ReplyPlan, ReplySource, ReplySpec } from './fake-llm/reply-spec.js';
@@ -357,10 +358,10 @@ function closeSignal(res: ServerResponse, plan: ReplyPlan): AbortSignal {
   return controller.signal;
 }
 
-/** The first of: a scripted rule, the magic words, the default reply (or the echo under them all). */
+/** The first of: a scripted rule, a hand-off (see `transferReply`), the magic words, the default reply (or the echo under them all). */
 function decideReply(state: ServerState, body: ChatRequestBody): ReplySpec {
   const { behaviour } = state;
-  const chosen = state.script.take(body) ?? (behaviour.magicWords ? parseMagicWords(body.messages) : undefined);
+  const chosen = state.script.take(body) ?? (behaviour.magicWords ? (transferReply(body) ?? parseMagicWords(body.messages)) : undefined);
   if (chosen !== undefined && !isModifiersOnly(chosen)) return chosen;
   const echo = echoReply(body.messages);
   const fallback = behaviour.defaultReply === null ? echo : withBase(resolveReply(behaviour.defaultReply, body), echo);

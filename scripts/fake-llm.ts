@@ -11,7 +11,9 @@ const USAGE = `Usage: npm run dev:llm -- [options]
   --dimensions N      embedding size (default 256)
   --no-embeddings     answer /v1/embeddings with 404
 Magic words in the last user message: [[tool:NAME {json}]] [[error:503]] [[slow:MS]]
-[[pace:MS]] [[cut:N]] [[hang]] [[echo-context]]; otherwise the reply is "Echo: <message>".`;
+[[pace:MS]] [[cut:N]] [[hang]] [[echo-context]]; otherwise the reply is "Echo: <message>".
+Offered transfer_to_<state> tools, it hands over once a turn: to NAME for [[transfer:NAME]],
+else to the first state whose name the message mentions (billing: "a billing question").`;
 
 /** The server options given by the command-line flags. */
 function parseFakeLlmArgs(args: string[]): FakeLlmOptions & { help: boolean } {

@@ -1,5 +1,5 @@
 import { createActor, type Actor, type InspectionEvent, type Snapshot } from 'xstate';
-import { isRestingState, type SessionMachine, type StateGraph } from '../../machines/index.js';
+import { isRestingState, type SessionLimits, type SessionMachine, type StateGraph } from '../../machines/index.js';
 import type { ChatMessage } from '../chat-types.js';
 import type { EventBus } from '../observability/event-bus.js';
 import type { SessionRecord, TransitionRecord } from '../ports.js';
@@ -23,7 +23,7 @@ export type ActorCacheDeps = {
   graph: StateGraph;
   registry: SessionRegistry;
   events: EventBus;
-  settings: { cacheSize: number; idleMs: number; turnWaitMs: number; maxToolRounds: number };
+  settings: SessionLimits & { cacheSize: number; idleMs: number; turnWaitMs: number };
   /** Leases that keep turns of a session one at a time across processes (PostgreSQL); none: this process is alone. */
   leases?: SessionLeases;
   /** Receives every session actor's inspection events (the XState inspector). */
@@ -102,9 +102,10 @@ export class ActorCache {
     }
     const { graph, machine, inspect } = this.deps;
     const startsTurn = !session.snapshot && !isRestingState(graph, graph.initial);
-    const input = { sessionId: session.sessionId, maxToolRounds: this.deps.settings.maxToolRounds, ...(startsTurn ? { messages } : {}) };
+    const { maxToolRounds, maxHandoffs } = this.deps.settings;
+    const input = { sessionId: session.sessionId, maxToolRounds, maxHandoffs, ...(startsTurn ? { messages } : {}) };
     const actor = session.snapshot
-      ? createActor(machine, { snapshot: session.snapshot as Snapshot<unknown>, input, inspect })
+      ? createActor(machine, { snapshot: withLimits(session.snapshot, { maxToolRounds, maxHandoffs }), input, inspect })
       : createActor(machine, { input, inspect });
     this.observe(actor, session.sessionId, userId);
     this.cache.set(session.sessionId, { actor, session, lastUsed: Date.now(), generation });
@@ -196,4 +197,10 @@ export class ActorCache {
       if (!this.deps.isBusy(sessionId)) this.evict(sessionId);
     }
   }
+}
+
+/** A stored snapshot with the configured limits in its context: they apply to a restored session as to a new one. */
+function withLimits(snapshot: unknown, limits: SessionLimits): Snapshot<unknown> {
+  const stored = snapshot as { context?: Record<string, unknown> };
+  return { ...stored, context: { ...stored.context, ...limits } } as unknown as Snapshot<unknown>;
 }

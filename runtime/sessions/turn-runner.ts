@@ -1,4 +1,4 @@
-import type { AgentReply, CallLlmInput, RunToolsInput, ToolResult } from '../../machines/index.js';
+import type { AgentReply, CallLlmInput, RunToolsInput, StateApproval, ToolResult } from '../../machines/index.js';
 import type { ChatMessage, GenerationParams, ToolCall, ToolDefinition } from '../chat-types.js';
 import type { LlmClient, ToolCallDelta } from '../llm/llm-client.js';
 import type { LongTermMemory } from '../memory/long-term-memory.js';
@@ -9,6 +9,7 @@ import { approvalQuestion, denialResult, newApprovalRequestId, type ApprovalDeci
 import type { ToolCallResult, ToolCallScope, ToolRunner } from '../tools/tool-runner.js';
 import type { ActorCache, SessionActor } from './actor-cache.js';
 import { foldHistoryHash, textOf, toolCallTurn, toTurn, type Turn } from './conversation-history.js';
+import { handoffIn, stateRequiresApproval, transferTools } from './agent-handoffs.js';
 import { withPendingApprovals } from './pending-approvals.js';
 import type { SessionLeases } from './session-leases.js';
 import { buildContext } from './prompt-assembly.js';
@@ -16,6 +17,7 @@ import type { TurnStore } from './turn-store.js';
 import {
   FAILED_REPLY_ROLE,
   LLM_FAILURE_PREFIX,
+  PRIVATE_STEP_ROLE,
   type SupervisorSettings,
   type TurnHandlers,
   type TurnOutcome,
@@ -52,6 +54,11 @@ type ActiveTurn = {
   transitionLog: TransitionRecord[];
   /** Everything streamed to the client so far, separators included. */
   streamed: string;
+  /**
+   * For each LLM round that completed, in order, whether its text reaches the reply; a private
+   * step's (an agent state handing over to another) is kept out of it (see `StateOutput`).
+   */
+  roundsShown: boolean[];
   /** The results of the service's own tool calls, by call id. */
   toolResults: Map<string, ToolCallResult>;
   /** Calls of the service's tools held for the user's approval: the turn ends asking for them. */
@@ -133,6 +140,7 @@ export class TurnRunner {
       needsSeparator: false,
       transitionLog: [],
       streamed: '',
+      roundsShown: [],
       toolResults: new Map(),
       approvalRequests: [],
       decidedSteps: [],
@@ -148,14 +156,15 @@ export class TurnRunner {
       const cancelled = reason === 'cancelled';
       const failsAsError = failure !== null && settings.failureMode === 'http';
       const produced = snapshot.context.messages.slice(messages.length);
-      const outcome = this.outcomeOf(sessionId, snapshot.context.reply, produced, turn, failure, cancelled);
+      const privateSteps = privateStepsOf(produced, turn.roundsShown);
+      const outcome = this.outcomeOf(sessionId, snapshot.context.reply, produced, privateSteps, turn, failure, cancelled);
       const answered = !cancelled && !turn.authError && !failsAsError;
       const reply: Turn = { role: 'assistant', content: outcome.content };
       // A failure's text is stored marked, so later contexts leave it out.
       const replyTurns: Turn[] = answered ? [failure ? { ...reply, role: FAILED_REPLY_ROLE } : reply] : [];
       // A turn stopped for a missing account stores nothing more: its tool call never ran.
       const held = outcome.approvalRequests.map((request) => request.call);
-      const activity = turn.authError ? [] : toolTurns(produced, [...held, ...turn.clientToolCalls]);
+      const activity = turn.authError ? [] : stepTurns(produced, privateSteps, [...held, ...turn.clientToolCalls]);
       const progress = {
         snapshot: restingSnapshot(actor, !answered, answered ? outcome.approvalRequests : []),
         currentState: String(snapshot.value),
@@ -198,16 +207,23 @@ export class TurnRunner {
     }
   }
 
-  /** The session actors' `callLlm`: one LLM call of the running turn, streamed to its client. */
+  /**
+   * The session actors' `callLlm`: one LLM call of the running turn. Its text is streamed to the
+   * client as it comes when it reaches the reply; a state that may hand over holds it until the
+   * round shows whether it did (a hand-off's text is private), and a private step never streams.
+   */
   async callLlm(input: CallLlmInput, signal: AbortSignal): Promise<AgentReply> {
     const turn = this.activeTurns.get(input.sessionId);
     if (!turn) throw new Error(`no turn is running for session ${input.sessionId}`);
     const state = input.stateConfig;
     const started = performance.now();
     const streaming = Boolean(turn.handlers.onContent);
+    // Without a hand-off to offer (none, or the turn made its most), a reply goes to the user.
+    const output = input.output === 'hidden_on_handoff' && input.handoffs.length === 0 ? 'shown' : input.output;
     const clientCallIndexes = new Set<number>();
     // The client's calls reach it only once the round shows they are all it has to run.
     const clientDeltas: ToolCallDelta[] = [];
+    const heldText: string[] = [];
     let streamedText = false;
     try {
       const reply = await this.deps.llm.generate(
@@ -216,12 +232,14 @@ export class TurnRunner {
           temperature: state.temperature ?? turn.params.temperature,
           max_tokens: state.max_tokens ?? turn.params.max_tokens,
           messages: withStatePrompt(input.messages, state.prompt),
-          tools: [...this.deps.tools.definitions(state.tools), ...turn.clientTools],
+          tools: [...this.deps.tools.definitions(state.tools), ...transferTools(input.handoffs), ...turn.clientTools],
         },
         {
           signal,
           onContent: streaming
             ? (piece) => {
+                if (output === 'hidden_on_handoff') heldText.push(piece);
+                if (output !== 'shown') return;
                 streamedText = true;
                 this.stream(turn, piece);
               }
@@ -235,16 +253,28 @@ export class TurnRunner {
               : undefined,
         },
       );
+      const handoff = handoffIn(reply.toolCalls, input.handoffs);
+      const shown = output === 'shown' || (output === 'hidden_on_handoff' && handoff === undefined);
+      if (shown && heldText.length > 0) {
+        for (const piece of heldText) this.stream(turn, piece);
+        streamedText = true;
+      }
       if (streamedText) turn.needsSeparator = true;
+      turn.roundsShown.push(shown);
       this.deps.events.emit('llm:reply', {
         sessionId: input.sessionId,
         durationMs: performance.now() - started,
         finishReason: reply.finishReason,
         toolCalls: reply.toolCalls.length,
       });
+      // The model chose the next agent state: the transfer wins over the reply's other calls.
+      if (handoff) return { ...reply, toolCalls: [], handoff };
       const isClients = (call: ToolCall) => turn.clientToolNames.has(call.function.name);
       const forClient = reply.toolCalls.filter(isClients);
-      const held = this.heldFor(reply.toolCalls.filter((call) => !isClients(call)));
+      const held = this.heldFor(
+        reply.toolCalls.filter((call) => !isClients(call)),
+        input.toolApproval,
+      );
       if (forClient.length === 0 && held.length === 0) return reply;
       const heldIds = new Set(held.map((request) => request.call.id));
       const runnable = reply.toolCalls.filter((call) => !isClients(call) && !heldIds.has(call.id));
@@ -283,10 +313,13 @@ export class TurnRunner {
     }
   }
 
-  /** The approval requests for those of `calls` whose tools wait for the user's approval. */
-  private heldFor(calls: ToolCall[]): ApprovalRequest[] {
+  /**
+   * The approval requests for those of `calls` whose tools wait for the user's approval, by
+   * their server's rule or by the rule of the graph's tool state they would run in.
+   */
+  private heldFor(calls: ToolCall[], stateRule: StateApproval): ApprovalRequest[] {
     return calls.flatMap((call) => {
-      const source = this.deps.tools.approvalFor(call.function.name);
+      const source = this.deps.tools.approvalFor(call.function.name, stateRequiresApproval(stateRule, call.function.name));
       return source ? [{ id: newApprovalRequestId(), call, ...source }] : [];
     });
   }
@@ -347,13 +380,17 @@ export class TurnRunner {
     sessionId: string,
     reply: AgentReply | null,
     produced: ChatMessage[],
+    privateSteps: ReadonlySet<ChatMessage>,
     turn: ActiveTurn,
     failure: TurnOutcome['failure'],
     cancelled: boolean,
   ): Omit<TurnOutcome, 'historyHash'> {
     const streaming = Boolean(turn.handlers.onContent);
-    const texts = produced.filter((message) => message.role === 'assistant').map(textOf).filter((text) => text !== '');
-    const steps = [...turn.decidedSteps, ...stepsOf(produced, turn.toolResults)];
+    const texts = produced
+      .filter((message) => message.role === 'assistant' && !privateSteps.has(message))
+      .map(textOf)
+      .filter((text) => text !== '');
+    const steps = [...turn.decidedSteps, ...stepsOf(produced, privateSteps, turn.toolResults)];
     if (failure) {
       // A streaming client saw the failed round's partial text, then the error: that is the reply.
       // (With failures answered as HTTP errors, the gateway ends the stream with an error event.)
@@ -456,16 +493,28 @@ function toolMessage(result: ToolCallResult): ChatMessage {
 }
 
 /**
- * The tool activity of a turn as stored turns: each call (`tool_call`, its id, name and
- * arguments) and each result (`tool`), then the calls that did not run here (`unrun`: held for
- * approval, or the client's). They are kept in the transcript but, like every role but system,
- * user and assistant, never enter a context.
+ * The assistant messages of a turn's LLM rounds whose text is private (see `roundsShown`): each
+ * round produced one assistant message, in order.
  */
-function toolTurns(produced: ChatMessage[], unrun: ToolCall[]): Turn[] {
+function privateStepsOf(produced: ChatMessage[], roundsShown: readonly boolean[]): Set<ChatMessage> {
+  const replies = produced.filter((message) => message.role === 'assistant');
+  return new Set(replies.filter((_, round) => roundsShown[round] === false));
+}
+
+/**
+ * What a turn did before its reply, as stored turns: each tool call (`tool_call`, its id, name
+ * and arguments), each result (`tool`) and each private step's text (`PRIVATE_STEP_ROLE`), in
+ * order, then the calls that did not run here (`unrun`: held for approval, or the client's).
+ * They are kept in the transcript but, like every role but system, user and assistant, never
+ * enter a context.
+ */
+function stepTurns(produced: ChatMessage[], privateSteps: ReadonlySet<ChatMessage>, unrun: ToolCall[]): Turn[] {
   const turns: Turn[] = [];
   for (const message of produced) {
-    if (message.role === 'assistant' && message.tool_calls) {
-      for (const call of message.tool_calls) if (call.type === 'function') turns.push(toolCallTurn(call));
+    if (message.role === 'assistant') {
+      const text = privateSteps.has(message) ? textOf(message) : '';
+      if (text !== '') turns.push({ role: PRIVATE_STEP_ROLE, content: text });
+      for (const call of message.tool_calls ?? []) if (call.type === 'function') turns.push(toolCallTurn(call));
     } else if (message.role === 'tool') {
       turns.push(toTurn(message));
     }
@@ -474,16 +523,17 @@ function toolTurns(produced: ChatMessage[], unrun: ToolCall[]): Turn[] {
 }
 
 /**
- * A turn's steps from the messages its LLM rounds produced: each round's text (after the
- * first, led by the round separator, as it was streamed) and each of its calls of the
- * service's tools with the result. A call with no result (the turn stopped first) is left out.
+ * A turn's steps from the messages its LLM rounds produced: each round's text that reaches the
+ * reply (after the first, led by the round separator, as it was streamed) and each of its calls
+ * of the service's tools with the result. A call with no result (the turn stopped first, or a
+ * `transfer_to_` call) is left out.
  */
-function stepsOf(produced: ChatMessage[], results: ReadonlyMap<string, ToolCallResult>): TurnStep[] {
+function stepsOf(produced: ChatMessage[], privateSteps: ReadonlySet<ChatMessage>, results: ReadonlyMap<string, ToolCallResult>): TurnStep[] {
   const steps: TurnStep[] = [];
   let hasText = false;
   for (const message of produced) {
     if (message.role !== 'assistant') continue;
-    const text = textOf(message);
+    const text = privateSteps.has(message) ? '' : textOf(message);
     if (text !== '') {
       steps.push({ type: 'text', text: hasText ? `${ROUND_SEPARATOR}${text}` : text });
       hasText = true;

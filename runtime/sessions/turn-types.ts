@@ -15,6 +15,13 @@ export const LLM_FAILURE_PREFIX = 'Error: An error occurred during async LLM cal
  */
 export const FAILED_REPLY_ROLE = 'assistant_error';
 
+/**
+ * The stored role of a private step's text: what an agent state said before it handed over to
+ * another agent state (see the graph's `show_output`). Kept in the transcript, out of the reply
+ * and, like every role but system, user and assistant, never placed in a later turn's context.
+ */
+export const PRIVATE_STEP_ROLE = 'assistant_private';
+
 /** One user turn, as the gateway hands it over. */
 export type TurnRequest = {
   userId: string;
@@ -109,6 +116,8 @@ export type SupervisorSettings = {
   systemPrompt: string;
   shortTermTurns: number;
   maxToolRounds: number;
+  /** Most hand-offs (`transfer_to_` calls) in one turn. */
+  maxHandoffs: number;
   cacheSize: number;
   idleMs: number;
   turnWaitMs: number;

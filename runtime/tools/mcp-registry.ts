@@ -118,11 +118,11 @@ class Registry implements McpRegistry {
     return describeTools(this.catalogue.values());
   }
 
-  approvalFor(name: string): ToolSource | undefined {
+  approvalFor(name: string, required = false): ToolSource | undefined {
     const entry = this.catalogue.get(name);
     if (!entry) return undefined;
     const server = this.servers.get(entry.server) as ServerHandle;
-    return requiresApproval(server.config, entry.tool.name) ? { server: entry.server, tool: entry.tool.name } : undefined;
+    return required || requiresApproval(server.config, entry.tool.name) ? { server: entry.server, tool: entry.tool.name } : undefined;
   }
 
   async call(toolCall: ToolCall, scope: ToolCallScope): Promise<ToolCallResult> {

@@ -27,10 +27,11 @@ export interface ToolRunner {
    */
   call(toolCall: ToolCall, scope: ToolCallScope): Promise<ToolCallResult>;
   /**
-   * Where the tool offered as `name` lives when its server holds its calls for the user's
-   * approval (`require_approval`); undefined when its calls run at once, or no tool has the name.
+   * Where the tool offered as `name` lives when its calls wait for the user's approval: by its
+   * server's `require_approval`, or because `required` (the graph's tool state asks for it);
+   * undefined when its calls run at once, or no tool has the name.
    */
-  approvalFor(name: string): ToolSource | undefined;
+  approvalFor(name: string, required?: boolean): ToolSource | undefined;
 }
 
 /** The health of one tool server, as `/health` reports it. */

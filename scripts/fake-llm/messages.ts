@@ -43,9 +43,15 @@ export function lastUserText(messages: FakeMessage[]): string {
   return textOf(messages[lastUserIndex(messages)]?.content);
 }
 
-/** The tool messages after the last user message: results of the calls the model asked for this turn. */
+/**
+ * The tool messages after the last user message: results of the calls the model asked for this
+ * turn. The results of hand-offs (`transfer_to_` calls) are not among them.
+ */
 export function toolResultsAfterLastUser(messages: FakeMessage[]): FakeMessage[] {
-  return messages.slice(lastUserIndex(messages) + 1).filter((message) => message.role === 'tool');
+  const transfers = transferCallIds(messages);
+  return messages
+    .slice(lastUserIndex(messages) + 1)
+    .filter((message) => message.role === 'tool' && !(message.tool_call_id !== undefined && transfers.has(message.tool_call_id)));
 }
 
 /** A rough token count: the number of whitespace-separated words. */
@@ -64,3 +70,23 @@ export function splitEvery(text: string, size: number): string[] {
   for (let start = 0; start < text.length; start += size) pieces.push(text.slice(start, start + size));
   return pieces;
 }
+
+/** The prefix of the hand-off tools an agent service offers (`transfer_to_<state>`). */
+export const TRANSFER_PREFIX = 'transfer_to_';
+
+/**
+ * The ids of the `transfer_to_` calls made after the last user message: their results name the
+ * state that now answers, they are not tool results to report.
+ */
+export function transferCallIds(messages: FakeMessage[]): Set<string> {
+  const ids = new Set<string>();
+  for (const message of messages.slice(lastUserIndex(messages) + 1)) {
+    if (message.role !== 'assistant' || !Array.isArray(message.tool_calls)) continue;
+    for (const call of message.tool_calls as Array<{ id?: unknown; function?: { name?: unknown } }>) {
+      const name = call.function?.name;
+      if (typeof call.id === 'string' && typeof name === 'string' && name.startsWith(TRANSFER_PREFIX)) ids.add(call.id);
+    }
+  }
+  return ids;
+}
+

@@ -1,5 +1,5 @@
 import type { ChatRequestBody } from './messages.js';
-import { lastUserText, toolResultsAfterLastUser } from './messages.js';
+import { lastUserText, textOf, toolResultsAfterLastUser } from './messages.js';
 import type { ReplySource, ReplySpec } from './reply-spec.js';
 import { resolveReply } from './reply-spec.js';
 
@@ -11,6 +11,8 @@ export type RuleMatch = {
   hasToolResults?: boolean;
   /** The request names this model. */
   model?: string;
+  /** The system messages contain this text (an agent state's prompt, say). */
+  systemIncludes?: string;
 };
 
 /** One scripted answer: the first rule that matches and has uses left answers. */
@@ -64,10 +66,18 @@ function liveRule(rule: ScriptRule): LiveRule {
 /** Whether a request meets every condition of a match. */
 export function matches(match: RuleMatch | undefined, request: ChatRequestBody): boolean {
   if (match === undefined) return true;
-  const { lastUserIncludes, hasToolResults, model } = match;
+  const { lastUserIncludes, hasToolResults, model, systemIncludes } = match;
+  if (systemIncludes !== undefined && !systemText(request.messages).includes(systemIncludes)) return false;
   if (lastUserIncludes !== undefined && !lastUserText(request.messages).includes(lastUserIncludes)) return false;
   if (hasToolResults !== undefined && hasToolResults !== toolResultsAfterLastUser(request.messages).length > 0) {
     return false;
   }
   return model === undefined || request.model === model;
+}
+
+function systemText(messages: ChatRequestBody['messages']): string {
+  return messages
+    .filter((message) => message.role === 'system')
+    .map((message) => textOf(message.content))
+    .join('\n');
 }

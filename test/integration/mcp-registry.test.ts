@@ -139,6 +139,11 @@ describe('McpRegistry approvals (require_approval)', () => {
     expect(registry.approvalFor('nowhere__tool')).to.equal(undefined);
   });
 
+  it('holds a tool its server runs at once when the caller requires it (a graph tool state), and still nothing for an unknown name', () => {
+    expect(registry.approvalFor('listed__echo', true)).to.deep.equal({ server: 'listed', tool: 'echo' });
+    expect(registry.approvalFor('nowhere__tool', true)).to.equal(undefined);
+  });
+
   it('warns once of a listed name the server does not offer', () => {
     expect(warnings.filter((warning) => warning.meta?.tool === 'get-summ')).to.deep.equal([
       { message: 'tool server listed: require_approval names get-summ, which the server does not offer', meta: { server: 'listed', tool: 'get-summ' } },

@@ -96,8 +96,8 @@ function nextTurnCompleted(actor: SessionActor): Promise<void> {
 }
 
 /** Starts an actor and resolves when its first turn completes; also records every state it passes through. */
-async function runFirstTurn(machine: SessionMachine, maxToolRounds = 4, messages = USER_HI) {
-  const actor = createActor(machine, { input: { sessionId: 's1', maxToolRounds, messages } });
+async function runFirstTurn(machine: SessionMachine, maxToolRounds = 4, messages = USER_HI, maxHandoffs = 5) {
+  const actor = createActor(machine, { input: { sessionId: 's1', maxToolRounds, maxHandoffs, messages } });
   const visited: string[] = [];
   actor.subscribe((snapshot) => {
     if (visited.at(-1) !== snapshot.value) visited.push(String(snapshot.value));
@@ -146,7 +146,7 @@ describe('createSessionMachine', () => {
   it('records why each transition was taken when a turn uses tools', async () => {
     const llm = scriptedLlm([reply('', [toolCall('call_1')]), reply('done')]);
     const machine = createSessionMachine(DEFAULT_GRAPH).provide({ actors: { callLlm: llm.logic, runTools: echoTools().logic } });
-    const actor = createActor(machine, { input: { sessionId: 's1', maxToolRounds: 4, messages: USER_HI } });
+    const actor = createActor(machine, { input: { sessionId: 's1', maxToolRounds: 4, maxHandoffs: 5, messages: USER_HI } });
     const reasons: string[] = [];
     actor.subscribe((snapshot) => {
       if (snapshot.context.transitions > reasons.length) reasons.push(snapshot.context.reason);
@@ -205,7 +205,7 @@ describe('createSessionMachine', () => {
   it('aborts the in-flight LLM call and goes to the user state when the turn is cancelled', async () => {
     const llm = pendingUntilAborted<AgentReply, CallLlmInput>();
     const machine = createSessionMachine(DEFAULT_GRAPH).provide({ actors: { callLlm: llm.logic } });
-    const actor = createActor(machine, { input: { sessionId: 's1', maxToolRounds: 4, messages: USER_HI } });
+    const actor = createActor(machine, { input: { sessionId: 's1', maxToolRounds: 4, maxHandoffs: 5, messages: USER_HI } });
     const completed = nextTurnCompleted(actor);
     actor.start();
     const signal = await llm.started;
@@ -222,7 +222,7 @@ describe('createSessionMachine', () => {
     const llm = scriptedLlm([reply('', [toolCall('call_1')])]);
     const tools = pendingUntilAborted<ToolResult[], RunToolsInput>();
     const machine = createSessionMachine(DEFAULT_GRAPH).provide({ actors: { callLlm: llm.logic, runTools: tools.logic } });
-    const actor = createActor(machine, { input: { sessionId: 's1', maxToolRounds: 4, messages: USER_HI } });
+    const actor = createActor(machine, { input: { sessionId: 's1', maxToolRounds: 4, maxHandoffs: 5, messages: USER_HI } });
     actor.start();
     const signal = await tools.started;
     expect(actor.getSnapshot().value).to.equal('use_tool');
@@ -263,7 +263,7 @@ describe('createSessionMachine', () => {
     const llm = scriptedLlm([reply('', [toolCall('call_1', 'search')]), reply('the plan'), reply('reviewed plan')]);
     const tools = echoTools();
     const machine = createSessionMachine(graph).provide({ actors: { callLlm: llm.logic, runTools: tools.logic } });
-    const actor = createActor(machine, { input: { sessionId: 's2', maxToolRounds: 4 } });
+    const actor = createActor(machine, { input: { sessionId: 's2', maxToolRounds: 4, maxHandoffs: 5 } });
     let completedTurns = 0;
     actor.on('turn.completed', () => completedTurns++);
     actor.start();
@@ -305,7 +305,7 @@ describe('createSessionMachine', () => {
     // The input is required by the machine's type and ignored when a snapshot is given.
     const restored = createActor(machine, {
       snapshot: persisted as ReturnType<typeof actor.getPersistedSnapshot>,
-      input: { sessionId: 'ignored', maxToolRounds: 4 },
+      input: { sessionId: 'ignored', maxToolRounds: 4, maxHandoffs: 5 },
     });
     restored.start();
     expect(restored.getSnapshot().value).to.equal('ask_user');
@@ -329,6 +329,156 @@ describe('createSessionMachine', () => {
   it('throws with every problem listed when the graph is invalid', () => {
     const bad = { ...DEFAULT_GRAPH, initial: 'nowhere' };
     expect(() => createSessionMachine(bad)).to.throw(/invalid state graph:\n\s+initial\s+initial state "nowhere"/);
+  });
+});
+
+const TRIAGE_GRAPH = parse({
+  initial: 'ask_user',
+  states: {
+    ask_user: state('user', ['triage']),
+    triage: state('agent', ['ask_user', 'billing', 'support']),
+    billing: state('agent', ['ask_user', 'billing_tools'], { description: 'Answers questions about invoices and payments.', prompt: 'You are billing.' }),
+    billing_tools: state('tool', ['billing'], { require_approval: ['payments__refund'] }),
+    support: state('agent', ['ask_user'], { description: 'Fixes technical problems.' }),
+  },
+});
+
+const PLAN_GRAPH = parse({
+  initial: 'ask_user',
+  states: {
+    ask_user: state('user', ['plan']),
+    plan: state('agent', ['answer']),
+    answer: state('agent', ['ask_user']),
+  },
+});
+
+/** A reply that calls `transfer_to_<target>` (with arguments the model made up, which are ignored). */
+function transfer(target: string, id = `call_${target}`, content = ''): AgentReply {
+  const call = toolCall(id, `transfer_to_${target}`, '{"reason":"made up"}');
+  return { ...reply(content, [call]), handoff: { state: target, call } };
+}
+
+/** Sends one user message to an actor at rest and waits for the turn to end. */
+async function runTurn(actor: SessionActor, text: string) {
+  const completed = nextTurnCompleted(actor);
+  actor.send({ type: 'user.message', messages: [{ role: 'user', content: text }] });
+  await completed;
+  return actor.getSnapshot();
+}
+
+describe('createSessionMachine hand-offs', () => {
+  function startAtRest(graph: StateGraph, llm: ReturnType<typeof scriptedLlm>, maxHandoffs = 5) {
+    const machine = createSessionMachine(graph).provide({ actors: { callLlm: llm.logic, runTools: echoTools().logic } });
+    const actor = createActor(machine, { input: { sessionId: 's1', maxToolRounds: 4, maxHandoffs } });
+    const reasons: string[] = [];
+    actor.subscribe((snapshot) => {
+      if (snapshot.context.transitions > reasons.length) reasons.push(`${snapshot.context.reason}>${String(snapshot.value)}`);
+    });
+    actor.start();
+    return { actor, reasons };
+  }
+
+  it('offers a transfer_to_ tool per agent successor, described by the target state, when a state also has a user successor', async () => {
+    const llm = scriptedLlm([reply('which one?')]);
+    const { actor } = startAtRest(TRIAGE_GRAPH, llm);
+    await runTurn(actor, 'hello');
+    expect(llm.calls[0]!.handoffs).to.deep.equal([
+      { state: 'billing', tool: 'transfer_to_billing', description: 'Answers questions about invoices and payments.' },
+      { state: 'support', tool: 'transfer_to_support', description: 'Fixes technical problems.' },
+    ]);
+    expect(llm.calls[0]!.output).to.equal('hidden_on_handoff');
+    expect(llm.calls[0]!.toolApproval).to.equal(false);
+  });
+
+  it('goes to the chosen state with reason handoff, and the next call runs there with the transfer and its result in context', async () => {
+    const llm = scriptedLlm([transfer('billing'), reply('your invoice is paid')]);
+    const { actor, reasons } = startAtRest(TRIAGE_GRAPH, llm);
+    const snapshot = await runTurn(actor, 'about my invoice');
+
+    expect(reasons).to.deep.equal(['user_message>triage', 'handoff>billing', 'reply>ask_user']);
+    expect(llm.calls[1]!.state).to.equal('billing');
+    expect(llm.calls[1]!.stateConfig.prompt).to.equal('You are billing.');
+    expect(llm.calls[1]!.handoffs).to.deep.equal([]);
+    expect(llm.calls[1]!.output).to.equal('shown');
+    expect(llm.calls[1]!.toolApproval).to.deep.equal(['payments__refund']);
+    const transferCall = toolCall('call_billing', 'transfer_to_billing', '{"reason":"made up"}');
+    expect(llm.calls[1]!.messages.slice(-2)).to.deep.equal([
+      { role: 'assistant', content: '', tool_calls: [transferCall] },
+      { role: 'tool', tool_call_id: 'call_billing', content: '{"assistant":"billing"}' },
+    ]);
+    expect(snapshot.context).to.deep.include({ handoffs: 1, reason: 'reply' });
+  });
+
+  it('sends a reply without a transfer call to the user state, as without hand-offs', async () => {
+    const llm = scriptedLlm([reply('hello there')]);
+    const { actor, reasons } = startAtRest(TRIAGE_GRAPH, llm);
+    await runTurn(actor, 'hi');
+    expect(reasons).to.deep.equal(['user_message>triage', 'reply>ask_user']);
+  });
+
+  it('offers no hand-off once the turn made max_handoffs, so the state answers itself; the next turn may hand off again', async () => {
+    const graph = parse({
+      initial: 'ask_user',
+      states: {
+        ask_user: state('user', ['first']),
+        first: state('agent', ['ask_user', 'second']),
+        second: state('agent', ['ask_user', 'first']),
+      },
+    });
+    const llm = scriptedLlm([transfer('second'), transfer('first', 'call_back'), reply('first answers'), transfer('second', 'call_again'), reply('second answers')]);
+    const { actor, reasons } = startAtRest(graph, llm, 2);
+    await runTurn(actor, 'ping-pong');
+    expect(reasons).to.deep.equal(['user_message>first', 'handoff>second', 'handoff>first', 'reply>ask_user']);
+    expect(llm.calls.map((call) => call.handoffs.map((handoff) => handoff.state))).to.deep.equal([['second'], ['first'], []]);
+
+    await runTurn(actor, 'again');
+    expect(llm.calls[3]!.handoffs.map((handoff) => handoff.state)).to.deep.equal(['second']);
+    expect(reasons.slice(4)).to.deep.equal(['user_message>first', 'handoff>second', 'reply>ask_user']);
+  });
+
+  it('marks a state that always hands over as hidden (a private step) unless it sets show_output', async () => {
+    const llm = scriptedLlm([reply('the plan'), reply('the answer')]);
+    const { actor, reasons } = startAtRest(PLAN_GRAPH, llm);
+    await runTurn(actor, 'question');
+    expect(reasons).to.deep.equal(['user_message>plan', 'handoff>answer', 'reply>ask_user']);
+    expect(llm.calls.map((call) => call.output)).to.deep.equal(['hidden', 'shown']);
+    expect(llm.calls[1]!.messages.at(-1)).to.deep.equal({ role: 'assistant', content: 'the plan' });
+
+    const shown = parse({ ...PLAN_GRAPH, states: { ...PLAN_GRAPH.states, plan: state('agent', ['answer'], { show_output: true }) } });
+    const shownLlm = scriptedLlm([reply('the plan'), reply('the answer')]);
+    await runTurn(startAtRest(shown, shownLlm).actor, 'question');
+    expect(shownLlm.calls[0]!.output).to.equal('shown');
+  });
+
+  it('gives the tool state\'s require_approval to the agent state whose calls run there', async () => {
+    const graph = parse({
+      initial: 'agent_reply',
+      states: {
+        ask_user: state('user', ['agent_reply']),
+        agent_reply: state('agent', ['ask_user', 'use_tool']),
+        use_tool: state('tool', ['agent_reply'], { require_approval: true }),
+      },
+    });
+    const llm = scriptedLlm([reply('hi')]);
+    await runFirstTurn(createSessionMachine(graph).provide({ actors: { callLlm: llm.logic } }));
+    expect(llm.calls[0]!.toolApproval).to.equal(true);
+  });
+
+  it('applies the limits it is given to an actor restored from a snapshot without hand-off counts', async () => {
+    const llm = scriptedLlm([transfer('billing'), reply('paid')]);
+    const machine = createSessionMachine(TRIAGE_GRAPH).provide({ actors: { callLlm: llm.logic } });
+    const old = createActor(machine, { input: { sessionId: 's1', maxToolRounds: 4, maxHandoffs: 5 } });
+    old.start();
+    const persisted = old.getPersistedSnapshot() as unknown as { context: Record<string, unknown> };
+    const { handoffs: _count, maxHandoffs: _limit, ...olderContext } = persisted.context;
+    const restored = createActor(machine, {
+      snapshot: { ...persisted, context: { ...olderContext, maxHandoffs: 3 } } as never,
+      input: { sessionId: 's1', maxToolRounds: 4, maxHandoffs: 3 },
+    });
+    restored.start();
+    const snapshot = await runTurn(restored, 'invoice');
+    expect(llm.calls[0]!.handoffs).to.have.length(2);
+    expect(snapshot.context.handoffs).to.equal(1);
   });
 });
 
