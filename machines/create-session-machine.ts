@@ -59,6 +59,7 @@ export type TransitionReason =
   | 'reply'
   | 'tool_round_limit'
   | 'handoff'
+  | 'approval'
   | 'llm_error'
   | 'tool_error'
   | 'cancelled';
@@ -83,8 +84,12 @@ export type SessionContext = SessionLimits & {
 
 /** The events a session actor accepts. */
 export type SessionEvent =
-  /** A new turn: the full working context, assembled by the runtime. */
-  | { type: 'user.message'; messages: ChatMessage[] }
+  /**
+   * A new turn: the full working context, assembled by the runtime. `resumeAt` names the agent
+   * state whose tool calls waited for the user's approval: the decided calls' results (in
+   * `messages`) go back to it rather than to the user state's successor.
+   */
+  | { type: 'user.message'; messages: ChatMessage[]; resumeAt?: string }
   /** The client went away: end the turn now, stopping the LLM call or tool run in flight. */
   | { type: 'turn.cancel' };
 
@@ -123,6 +128,7 @@ const sessionSetup = setup({
       params.reply.toolCalls.length > 0 && context.round < context.maxToolRounds,
     hasToolCalls: (_, params: { reply: AgentReply }) => params.reply.toolCalls.length > 0,
     handsOffTo: (_, params: { reply: AgentReply; state: string }) => params.reply.handoff?.state === params.state,
+    resumesAt: ({ event }, params: { state: string }) => event.type === 'user.message' && event.resumeAt === params.state,
   },
   actions: {
     startTurn: assign((_, params: { messages: ChatMessage[] }) => ({ messages: params.messages, round: 0, handoffs: 0, reply: null, failure: null })),
@@ -190,14 +196,21 @@ function recordReply(withToolCalls: boolean) {
 
 function userStateNode(graph: StateGraph, name: string): SessionStateNodeConfig {
   const agent = routesOf(graph, name).next!;
+  const startTurn = { type: 'startTurn', params: ({ event }: { event: { messages: ChatMessage[] } }) => ({ messages: event.messages }) } as const;
+  // A turn that carries decided approval requests resumes the agent state that asked for them.
+  const resumable = reachableStates(graph, graph.initial).filter((state) => stateTypeOf(graph, state) === 'agent');
   return {
     id: name,
     description: graph.states[name]!.description,
     on: {
-      'user.message': {
-        target: agent,
-        actions: [{ type: 'startTurn', params: ({ event }) => ({ messages: event.messages }) }, ...arrive(graph, agent, 'user_message')],
-      },
+      'user.message': [
+        ...resumable.map((state) => ({
+          guard: { type: 'resumesAt' as const, params: { state } },
+          target: state,
+          actions: [startTurn, ...arrive(graph, state, 'approval')],
+        })),
+        { target: agent, actions: [startTurn, ...arrive(graph, agent, 'user_message')] },
+      ],
     },
   };
 }

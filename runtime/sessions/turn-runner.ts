@@ -1,4 +1,4 @@
-import type { AgentReply, CallLlmInput, RunToolsInput, StateApproval, ToolResult } from '../../machines/index.js';
+import type { AgentReply, CallLlmInput, RunToolsInput, SessionEvent, StateApproval, ToolResult } from '../../machines/index.js';
 import type { ChatMessage, GenerationParams, ToolCall, ToolDefinition } from '../chat-types.js';
 import type { LlmClient, ToolCallDelta } from '../llm/llm-client.js';
 import type { LongTermMemory } from '../memory/long-term-memory.js';
@@ -151,7 +151,8 @@ export class TurnRunner {
       // The decided calls' results answer the reply that made them; then what goes on.
       const messages = plan.approvals ? [...context, ...decided.map(toolMessage), ...plan.approvals.after] : context;
       const { actor, startsTurn } = this.cache.actorFor(session, request.userId, messages, plan.generation);
-      const snapshot = await drive(actor, startsTurn ? null : messages, handlers.signal);
+      const resumeAt = plan.approvals?.decisions[0]?.request.state;
+      const snapshot = await drive(actor, startsTurn ? null : { type: 'user.message', messages, ...(resumeAt ? { resumeAt } : {}) }, handlers.signal);
       const { failure, reason } = snapshot.context;
       const cancelled = reason === 'cancelled';
       const failsAsError = failure !== null && settings.failureMode === 'http';
@@ -271,10 +272,7 @@ export class TurnRunner {
       if (handoff) return { ...reply, toolCalls: [], handoff };
       const isClients = (call: ToolCall) => turn.clientToolNames.has(call.function.name);
       const forClient = reply.toolCalls.filter(isClients);
-      const held = this.heldFor(
-        reply.toolCalls.filter((call) => !isClients(call)),
-        input.toolApproval,
-      );
+      const held = this.heldFor(input.state, reply.toolCalls.filter((call) => !isClients(call)), input.toolApproval);
       if (forClient.length === 0 && held.length === 0) return reply;
       const heldIds = new Set(held.map((request) => request.call.id));
       const runnable = reply.toolCalls.filter((call) => !isClients(call) && !heldIds.has(call.id));
@@ -317,10 +315,10 @@ export class TurnRunner {
    * The approval requests for those of `calls` whose tools wait for the user's approval, by
    * their server's rule or by the rule of the graph's tool state they would run in.
    */
-  private heldFor(calls: ToolCall[], stateRule: StateApproval): ApprovalRequest[] {
+  private heldFor(state: string, calls: ToolCall[], stateRule: StateApproval): ApprovalRequest[] {
     return calls.flatMap((call) => {
       const source = this.deps.tools.approvalFor(call.function.name, stateRequiresApproval(stateRule, call.function.name));
-      return source ? [{ id: newApprovalRequestId(), call, ...source }] : [];
+      return source ? [{ id: newApprovalRequestId(), call, ...source, state }] : [];
     });
   }
 
@@ -442,10 +440,10 @@ export class TurnRunner {
 }
 
 /**
- * Runs the turn on the actor and waits until it rests in a user state again. `messages` is
- * null when the actor is new and its initial agent state starts the turn from its input.
+ * Runs the turn on the actor and waits until it rests in a user state again. `turn` is null
+ * when the actor is new and its initial agent state starts the turn from its input.
  */
-function drive(actor: SessionActor, messages: ChatMessage[] | null, signal: AbortSignal) {
+function drive(actor: SessionActor, turn: Extract<SessionEvent, { type: 'user.message' }> | null, signal: AbortSignal) {
   return new Promise<ReturnType<SessionActor['getSnapshot']>>((resolve, reject) => {
     const onAbort = () => actor.send({ type: 'turn.cancel' });
     const completed = actor.on('turn.completed', () => {
@@ -465,7 +463,7 @@ function drive(actor: SessionActor, messages: ChatMessage[] | null, signal: Abor
     };
     signal.addEventListener('abort', onAbort, { once: true });
     actor.start(); // no-op when it runs already
-    if (messages) actor.send({ type: 'user.message', messages });
+    if (turn) actor.send(turn);
     if (signal.aborted) onAbort();
   });
 }

@@ -9,6 +9,8 @@ export type ApprovalRequest = ToolSource & {
   /** `mcpr_` and 32 hexadecimal characters: the Responses API's `mcp_approval_request` item id. */
   id: string;
   call: ToolCall;
+  /** The graph's agent state whose reply made the call: the decided call's result goes back to it. */
+  state?: string;
 };
 
 /** An explicit answer to an approval request (the Responses API's `mcp_approval_response` item). */

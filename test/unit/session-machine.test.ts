@@ -464,6 +464,19 @@ describe('createSessionMachine hand-offs', () => {
     expect(llm.calls[0]!.toolApproval).to.equal(true);
   });
 
+  it('resumes the agent state a turn names in resumeAt (its calls were approved), with reason approval, and the user state\'s successor otherwise', async () => {
+    const llm = scriptedLlm([reply('billing goes on'), reply('triage answers')]);
+    const { actor, reasons } = startAtRest(TRIAGE_GRAPH, llm);
+    let completed = nextTurnCompleted(actor);
+    actor.send({ type: 'user.message', messages: [{ role: 'user', content: 'yes' }], resumeAt: 'billing' });
+    await completed;
+    completed = nextTurnCompleted(actor);
+    actor.send({ type: 'user.message', messages: [{ role: 'user', content: 'hi' }], resumeAt: 'no_such_state' });
+    await completed;
+    expect(reasons).to.deep.equal(['approval>billing', 'reply>ask_user', 'user_message>triage', 'reply>ask_user']);
+    expect(llm.calls.map((call) => call.state)).to.deep.equal(['billing', 'triage']);
+  });
+
   it('applies the limits it is given to an actor restored from a snapshot without hand-off counts', async () => {
     const llm = scriptedLlm([transfer('billing'), reply('paid')]);
     const machine = createSessionMachine(TRIAGE_GRAPH).provide({ actors: { callLlm: llm.logic } });
