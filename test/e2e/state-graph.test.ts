@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
@@ -193,6 +193,20 @@ describe('state graph: triage routed by the model (config/examples/triage.yaml)'
     expect((await transcript(harness, sessionId)).map(([role]) => role)).to.deep.equal(['user', 'tool_call', 'tool', 'assistant']);
   });
 
+  it('keeps what triage says as it hands over out of the stream and the reply, and streams what it says when it answers itself', async () => {
+    harness.llm.script({
+      match: { systemIncludes: 'You are the front desk', lastUserIncludes: 'charged twice' },
+      reply: { content: 'Let me get billing for you.', toolCalls: [{ name: 'transfer_to_billing', arguments: { why: 'ignored' } }] },
+    });
+    const handedOver = await streamChat(harness, 'I was charged twice');
+    expect(handedOver.content).to.equal('Echo: I was charged twice');
+    expect(await transcript(harness, handedOver.sessionId)).to.deep.include(['assistant_private', 'Let me get billing for you.']);
+
+    const answered = await streamChat(harness, 'good morning');
+    expect(answered.content).to.equal('Echo: good morning');
+    expect((await transcript(harness, answered.sessionId)).map(([role]) => role)).to.deep.equal(['user', 'assistant']);
+  });
+
   it('routes by [[transfer:support]] too, and holds billing\'s tool calls for approval as its tool state requires, running them once approved', async () => {
     expect((await chat(harness, 'printer on fire [[transfer:support]]')).content).to.equal('Echo: printer on fire [[transfer:support]]');
     expect(systemText(chatRequests(harness)[1]!.messages)).to.include('You are the support engineer');
@@ -212,5 +226,34 @@ describe('state graph: triage routed by the model (config/examples/triage.yaml)'
     expect(resumed.messages.at(-1)).to.deep.include({ role: 'tool', content: 'The sum of 2 and 3 is 5.' });
     expect(toolCalls.map((call) => call.tool)).to.deep.equal(['get-sum']);
     expect(approved.content).to.equal('Tool result: The sum of 2 and 3 is 5.');
+  });
+});
+
+describe('state graph: show_output on a step that hands over', () => {
+  let folder: string;
+  let harness: TestService;
+
+  before(async () => {
+    folder = mkdtempSync(join(tmpdir(), 'svc-graph-'));
+    const graph = join(folder, 'graph.yaml');
+    writeFileSync(
+      graph,
+      readFileSync(PLAN_GRAPH, 'utf8').replace('    tools: []\n', '    tools: []\n    show_output: true\n'),
+    );
+    harness = await startTestService({ env: { STATE_GRAPH_PATH: graph } });
+  });
+  after(async () => {
+    await harness?.close();
+    rmSync(folder, { recursive: true, force: true });
+  });
+
+  it('puts the step\'s text in the reply and the stream, before the answer, a blank line between', async () => {
+    harness.llm.script({ match: { systemIncludes: 'write a short numbered plan' }, reply: { content: PLAN_TEXT } });
+    const streamed = await streamChat(harness, 'show me');
+    expect(streamed.content).to.equal(`${PLAN_TEXT}\n\nEcho: show me`);
+    expect(await transcript(harness, streamed.sessionId)).to.deep.equal([
+      ['user', 'show me'],
+      ['assistant', `${PLAN_TEXT}\n\nEcho: show me`],
+    ]);
   });
 });

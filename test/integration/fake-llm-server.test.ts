@@ -176,6 +176,54 @@ describe('startFakeLlm', () => {
       expect(second.choices[0]?.finish_reason).to.equal('stop');
     });
 
+    it('matches rules on the system messages when systemIncludes is given', async () => {
+      fake.script({ match: { systemIncludes: 'You are billing' }, reply: { content: 'billing here' } });
+      const billing = await client.chat.completions.create({ model: 'm', messages: [{ role: 'system', content: 'Base.\n\nYou are billing.' }, user('x')] });
+      const other = await client.chat.completions.create({ model: 'm', messages: [{ role: 'system', content: 'Base.' }, user('You are billing')] });
+      expect(billing.choices[0]?.message.content).to.equal('billing here');
+      expect(other.choices[0]?.message.content).to.equal('Echo: You are billing');
+    });
+
+    describe('hand-offs', () => {
+      const transferTool = (state: string) => ({ type: 'function' as const, function: { name: `transfer_to_${state}`, parameters: { type: 'object', properties: {} } } });
+      const tools = [transferTool('billing'), transferTool('tech_support')];
+      const firstCall = (completion: OpenAI.Chat.ChatCompletion) => {
+        const call = completion.choices[0]?.message.tool_calls?.[0];
+        return call?.type === 'function' ? call : undefined;
+      };
+
+      it('calls transfer_to_<state> for the first offered state the message names, underscores read as spaces', async () => {
+        const billing = await client.chat.completions.create({ model: 'm', tools, messages: [user('A Billing question')] });
+        const support = await client.chat.completions.create({ model: 'm', tools, messages: [user('tech support please')] });
+        expect(firstCall(billing)?.function).to.deep.equal({ name: 'transfer_to_billing', arguments: '{}' });
+        expect(billing.choices[0]?.finish_reason).to.equal('tool_calls');
+        expect(firstCall(support)?.function.name).to.equal('transfer_to_tech_support');
+      });
+
+      it('calls the state [[transfer:NAME]] names only when it is offered, and names no state otherwise', async () => {
+        const named = await client.chat.completions.create({ model: 'm', tools, messages: [user('billing? no: [[transfer:tech_support]]')] });
+        const notOffered = await client.chat.completions.create({ model: 'm', tools, messages: [user('[[transfer:sales]]')] });
+        const unrelated = await client.chat.completions.create({ model: 'm', tools, messages: [user('hello')] });
+        const withoutTools = await client.chat.completions.create({ model: 'm', messages: [user('a billing question')] });
+        expect(firstCall(named)?.function.name).to.equal('transfer_to_tech_support');
+        expect(notOffered.choices[0]?.message.content).to.equal('Echo: [[transfer:sales]]');
+        expect(unrelated.choices[0]?.message.content).to.equal('Echo: hello');
+        expect(withoutTools.choices[0]?.message.content).to.equal('Echo: a billing question');
+      });
+
+      it('hands over once a turn and answers the user message, not the transfer\'s result, after it', async () => {
+        const ask = user('a billing question');
+        const first = await client.chat.completions.create({ model: 'm', tools, messages: [ask] });
+        const call = firstCall(first)!;
+        const after = await client.chat.completions.create({
+          model: 'm',
+          tools,
+          messages: [ask, { role: 'assistant', content: null, tool_calls: [call] }, { role: 'tool', tool_call_id: call.id, content: '{"assistant":"billing"}' }],
+        });
+        expect(after.choices[0]?.message.content).to.equal('Echo: a billing question');
+      });
+    });
+
     it('replies with the roles and contents it received when the message asks for [[echo-context]]', async () => {
       const messages: ChatCompletionMessageParam[] = [
         { role: 'system', content: 'You are helpful.' },
