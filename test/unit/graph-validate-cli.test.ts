@@ -173,6 +173,7 @@ describe('graph:validate CLI', () => {
     expect(run.code).to.equal(0);
     expect(run.stdout.startsWith('stateDiagram-v2\n')).to.equal(true);
     expect(run.stdout).to.include('  agent_reply --> use_tool : tool calls');
+    expect(run.stdout).to.include('  use_tool --> ask_user : error');
     expect(run.stdout).not.to.include('valid state graph');
   });
 
@@ -184,6 +185,7 @@ describe('graph:validate CLI', () => {
     const html = await readFile(out, 'utf8');
     expect(html).to.match(/^<!doctype html>/);
     expect(html).to.include('data-state="agent_reply"');
+    expect(html).to.include('<th>settings</th>');
   });
 
   it('writes the drawing alone as a standalone SVG file when --svg is given', async () => {
@@ -196,6 +198,7 @@ describe('graph:validate CLI', () => {
     expect(svg).to.match(/^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg" /);
     expect(svg.trimEnd().endsWith('</svg>')).to.equal(true);
     for (const state of ['ask_user', 'agent_reply', 'use_tool']) expect(svg).to.include(`data-state="${state}"`);
+    expect(svg).to.include('<g class="transition error" data-from="use_tool" data-to="ask_user">');
   });
 
   it('keeps stdout to the Mermaid text when --mermaid and --svg are given together', async () => {
