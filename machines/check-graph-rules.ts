@@ -77,8 +77,8 @@ export function checkGraphRules(raw: unknown): GraphRuleReport {
     });
   }
 
-  // Routing is judged only where every successor is a state of known type: judging without
-  // one would report what fixing the problem already reported may change.
+  // Routing is judged only where every successor is a state of a readable type: a misspelt
+  // successor or an unknown type is reported already, and fixing it may change the verdict.
   const isJudgeable = (name: string): boolean =>
     graph.states[name]?.type !== undefined && graph.states[name]!.transition.next.every((target) => isState(target) && graph.states[target]!.type !== undefined);
   const allJudgeable = names.every(isJudgeable);
@@ -104,10 +104,8 @@ export function checkGraphRules(raw: unknown): GraphRuleReport {
       error(['states', name, 'transition', 'next'], `${who(name)} has no path to a user state: a turn that enters it could never end, and a failed call in it would have no user state to rest in. Add a user state to its transition.next, or to that of a state it leads to.`);
     }
   }
-  if (allJudgeable) {
-    report.errors.push(...transferNameProblems(graph, names));
-    report.warnings.push(...approvalListProblems(graph, names));
-  }
+  report.errors.push(...transferNameProblems(graph, names.filter(isJudgeable)));
+  if (allJudgeable) report.warnings.push(...approvalListProblems(graph, names));
   return report;
 }
 
@@ -177,14 +175,14 @@ function routingProblems(graph: LooseGraph, name: string, who: string): string[]
   return problems;
 }
 
-/** Hand-off targets whose `transfer_to_<state>` tool name is longer than OpenAI accepts, once per target. */
-function transferNameProblems(graph: LooseGraph, names: string[]): GraphProblem[] {
-  const sources = new Map<string, string[]>();
-  for (const name of names) {
-    for (const target of routesOf(graph, name).handoffs) sources.set(target, [...(sources.get(target) ?? []), name]);
+/** Hand-off targets of the states `sources` whose `transfer_to_<state>` tool name is longer than OpenAI accepts, once per target. */
+function transferNameProblems(graph: LooseGraph, sources: string[]): GraphProblem[] {
+  const sourcesOf = new Map<string, string[]>();
+  for (const name of sources) {
+    for (const target of routesOf(graph, name).handoffs) sourcesOf.set(target, [...(sourcesOf.get(target) ?? []), name]);
   }
   const problems: GraphProblem[] = [];
-  for (const [target, from] of sources) {
+  for (const [target, from] of sourcesOf) {
     const tool = transferToolName(target);
     if (tool.length <= MAX_TOOL_NAME_LENGTH) continue;
     const keep = MAX_TOOL_NAME_LENGTH - (tool.length - target.length);

@@ -400,6 +400,19 @@ describe('validateGraph', () => {
     expectProblem(problems, `states.${long}`, long, /^agent state `billing_x+` is a hand-off target of `triage`, chosen with the tool `transfer_to_billing_x+`, which is 66 characters long: OpenAI accepts function names of at most 64\. Shorten the state name to 52 characters or fewer\.$/);
   });
 
+  it('reports a too long transfer_to_ name along with a misspelt transition elsewhere', () => {
+    const long = `billing_${'x'.repeat(46)}`;
+    const graph = triageGraph();
+    graph.states[long] = graph.states.billing!;
+    delete graph.states.billing;
+    graph.states.triage = state('agent', ['ask_user', long, 'support']);
+    graph.states.support = state('agent', ['ask_usr']);
+    const problems = problemsOf(graph);
+    expectProblem(problems, 'states.support.transition.next[0]', 'support', /Did you mean `ask_user`\?$/);
+    expectProblem(problems, `states.${long}`, long, /66 characters long/);
+    expect(problems).to.have.length(2);
+  });
+
   it('accepts a long state name when its transfer_to_ tool fits in 64 characters or it is no model-chosen hand-off', () => {
     const fits = `billing_${'x'.repeat(44)}`; // 52 characters: transfer_to_ makes 64
     const graph = triageGraph();
