@@ -1,5 +1,7 @@
-import { routesOf, successorsOf } from './graph-routes.js';
-import type { StateGraph, StateType } from './graph-schema.js';
+import { graphEdges } from './graph-edges.js';
+import type { GraphEdge } from './graph-edges.js';
+import { successorsOf } from './graph-routes.js';
+import type { GraphState, StateGraph, StateType } from './graph-schema.js';
 
 /** Options of `toSvg`: the state to draw highlighted (the one a session is in). */
 export type SvgOptions = { highlight?: string };
@@ -13,20 +15,11 @@ const COLOURS: Record<StateType, { fill: string; stroke: string }> = {
   tool: { fill: '#fef7e0', stroke: '#b06000' },
 };
 
-/** What the machine takes a transition for ('user message', 'tool calls', 'reply', 'hand-off', 'results'), '' for one it never takes. */
-export function transitionLabel(graph: StateGraph, from: string, to: string): string {
-  const routes = routesOf(graph, from);
-  if (to === routes.toolCalls) return 'tool calls';
-  if (to === routes.reply) return graph.states[to]?.type === 'user' ? 'reply' : 'hand-off';
-  if (to === routes.next) return graph.states[from]?.type === 'user' ? 'user message' : 'results';
-  return '';
-}
+const ERROR_COLOUR = '#c5221f';
 
-/** The transitions of a graph that lead to existing states, as [from, to] pairs. */
-function transitionsOf(graph: StateGraph): Array<[string, string]> {
-  return Object.keys(graph.states).flatMap((from) =>
-    successorsOf(graph, from).map((to): [string, string] => [from, to]),
-  );
+/** The text of an edge's label: what it is taken for and 'error', joined by ' · '. */
+function edgeText(edge: GraphEdge): string {
+  return [edge.label, edge.isError ? 'error' : ''].filter(Boolean).join(' · ');
 }
 
 /** Mermaid `stateDiagram-v2` text of a graph. */
@@ -39,9 +32,9 @@ export function toMermaid(graph: StateGraph): string {
   for (const [name, state] of Object.entries(graph.states)) {
     lines.push(`  ${name} : ${text(`(${state.type}) ${state.description}`)}`);
   }
-  for (const [from, to] of transitionsOf(graph)) {
-    const label = transitionLabel(graph, from, to);
-    lines.push(`  ${from} --> ${to}${label ? ` : ${label}` : ''}`);
+  for (const edge of graphEdges(graph)) {
+    const label = edgeText(edge);
+    lines.push(`  ${edge.from} --> ${edge.to}${label ? ` : ${label}` : ''}`);
   }
   for (const type of Object.keys(COLOURS)) {
     const names = Object.keys(graph.states).filter((name) => graph.states[name]?.type === type);
@@ -68,6 +61,10 @@ const NODE_H = 52;
 const GAP_X = 120;
 const GAP_Y = 56;
 const MARGIN = 72;
+/** How much lower than other transitions an error edge that skips columns backwards swings. */
+const ERROR_SWING = 28;
+/** About the width of a character of a 12px label, to make room for one. */
+const LABEL_CHAR_W = 7;
 const ROUTE_ORDER: Record<Route, number> = { forward: 0, column: 1, back: 2, self: 3 };
 
 /** Columns by breadth-first distance from the initial state (states it cannot reach last), each ordered after its parents. */
@@ -94,6 +91,13 @@ function layers(graph: StateGraph): string[][] {
   return filled;
 }
 
+/** The point at `t` (0..1) of the cubic Bézier curve from `s` to `e` with control points `c1` and `c2`. */
+function bezierPoint(s: Point, c1: Point, c2: Point, e: Point, t: number): Point {
+  const u = 1 - t;
+  const at = (a: number, b: number, c: number, d: number): number => u * u * u * a + 3 * u * u * t * b + 3 * u * t * t * c + t * t * t * d;
+  return { x: at(s.x, c1.x, c2.x, e.x), y: at(s.y, c1.y, c2.y, e.y) };
+}
+
 const fmt = (n: number): string => String(Math.round(n * 10) / 10);
 
 /** A standalone SVG drawing of a graph, laid out left to right from the initial state. */
@@ -109,16 +113,20 @@ export function toSvg(graph: StateGraph, options: SvgOptions = {}): string {
     const top = MARGIN + (innerH - (column.length * NODE_H + (column.length - 1) * GAP_Y)) / 2;
     column.forEach((name, r) => boxes.set(name, { x: MARGIN + c * (nodeW + GAP_X), y: top + r * (NODE_H + GAP_Y), w: nodeW, h: NODE_H }));
   });
-  const width = MARGIN * 2 + columns.length * nodeW + (columns.length - 1) * GAP_X;
-  const height = MARGIN * 2 + innerH;
+  const boxesWidth = MARGIN * 2 + columns.length * nodeW + (columns.length - 1) * GAP_X;
+  // Labels of transitions within a column start right of its curve; the drawing widens to fit them.
+  let labelsRight = 0;
   const box = (name: string): Box => boxes.get(name)!;
   const centreY = (name: string): number => (name === '' ? -Infinity : box(name).y + NODE_H / 2);
 
-  const edges = transitionsOf(graph).map(([from, to]) => {
-    const span = columnOf.get(to)! - columnOf.get(from)!;
-    const route: Route = from === to ? 'self' : span > 0 ? 'forward' : span < 0 ? 'back' : 'column';
-    return { from, to, route, long: Math.abs(span) > 1, label: transitionLabel(graph, from, to) };
+  const edges = graphEdges(graph).map((edge) => {
+    const span = columnOf.get(edge.to)! - columnOf.get(edge.from)!;
+    const route: Route = edge.from === edge.to ? 'self' : span > 0 ? 'forward' : span < 0 ? 'back' : 'column';
+    return { ...edge, route, long: Math.abs(span) > 1 };
   });
+  // Error edges that skip columns backwards swing below the others, so their labels stay apart.
+  const isLowErrorEdge = (edge: (typeof edges)[number]): boolean => edge.long && edge.route === 'back' && edge.isError && edge.label === '';
+  const height = MARGIN * 2 + innerH + (edges.some(isLowErrorEdge) ? ERROR_SWING : 0);
 
   // Transitions leave and enter a box on its sides, spread along them in the order of the
   // other end's height, so that they do not cross near the box; the two directions between a
@@ -143,7 +151,8 @@ export function toSvg(graph: StateGraph, options: SvgOptions = {}): string {
     });
   }
 
-  const drawnEdges = edges.map(({ from, to, route, long, label }, edge) => {
+  const drawnEdges = edges.map(({ from, to, route, long, label, isError }, edge) => {
+    const isLow = isLowErrorEdge(edges[edge]!);
     let path: string;
     let at: Point;
     if (route === 'self') {
@@ -162,21 +171,31 @@ export function toSvg(graph: StateGraph, options: SvgOptions = {}): string {
       } else {
         const dir = route === 'forward' ? 1 : -1;
         // Transitions that skip a column swing above (forward) or below (back) the boxes between.
-        const swing = route === 'forward' ? MARGIN - 56 : height - MARGIN + 56;
+        const swing = route === 'forward' ? MARGIN - 56 : MARGIN + innerH + 56 + (isLow ? ERROR_SWING : 0);
         const reach = long ? 80 : Math.abs(t.x - s.x) / 2;
         c1 = { x: s.x + dir * reach, y: long ? swing : s.y };
         c2 = { x: t.x - dir * reach, y: long ? swing : t.y };
       }
       path = `M ${fmt(s.x)} ${fmt(s.y)} C ${fmt(c1.x)} ${fmt(c1.y)} ${fmt(c2.x)} ${fmt(c2.y)} ${fmt(t.x)} ${fmt(t.y)}`;
-      const mid = { x: (s.x + 3 * c1.x + 3 * c2.x + t.x) / 8, y: (s.y + 3 * c1.y + 3 * c2.y + t.y) / 8 };
+      // A low error edge's label sits nearer its source, away from the labels of the others into the same state.
+      const mid = bezierPoint(s, c1, c2, t, isLow ? 0.3 : 0.5);
       // Forward labels sit above their line and back labels below, so a pair's labels stay apart.
       at = route === 'column' ? { x: mid.x + 6, y: mid.y + 4 } : { x: mid.x, y: route === 'forward' ? mid.y - 6 : mid.y + 14 };
     }
     const anchor = route === 'column' ? 'start' : 'middle';
-    const text = label ? `<text class="label" x="${fmt(at.x)}" y="${fmt(at.y)}" text-anchor="${anchor}">${escapeXml(label)}</text>` : '';
-    // A transition the machine never takes (the file allows it, no outcome leads there) is dashed.
-    const style = label ? '' : ' stroke-dasharray="5 4"';
-    return `<g class="transition${label ? '' : ' unused'}" data-from="${from}" data-to="${to}"><path d="${path}" fill="none" stroke="#5f6368" stroke-width="1.5"${style} marker-end="url(#state-graph-arrow)"/>${text}</g>`;
+    if (route === 'column') labelsRight = Math.max(labelsRight, at.x + edgeText({ from, to, label, isError }).length * LABEL_CHAR_W);
+    const errorText = `<tspan class="error-label" fill="${ERROR_COLOUR}">error</tspan>`;
+    const content = [label ? escapeXml(label) : '', isError ? errorText : ''].filter(Boolean).join(' · ');
+    const text = content ? `<text class="label" x="${fmt(at.x)}" y="${fmt(at.y)}" text-anchor="${anchor}">${content}</text>` : '';
+    // Dashed: the way a failed call takes when no transition covers it (red), or a transition the
+    // machine never takes (the file allows it, no outcome leads there; grey).
+    const [kind, stroke, style, marker] =
+      label !== ''
+        ? ['', '#5f6368', '', 'state-graph-arrow']
+        : isError
+          ? [' error', ERROR_COLOUR, ' stroke-dasharray="6 4"', 'state-graph-arrow-error']
+          : [' unused', '#5f6368', ' stroke-dasharray="5 4"', 'state-graph-arrow'];
+    return `<g class="transition${kind}" data-from="${from}" data-to="${to}"><path d="${path}" fill="none" stroke="${stroke}" stroke-width="1.5"${style} marker-end="url(#${marker})"/>${text}</g>`;
   });
 
   const nodes = names.map((name) => {
@@ -198,6 +217,7 @@ export function toSvg(graph: StateGraph, options: SvgOptions = {}): string {
     ].join('');
   });
 
+  const width = Math.max(boxesWidth, labelsRight + 16);
   const entry = ports.get('-1:to');
   const start = entry
     ? `<g class="initial"><circle cx="${fmt(entry.x - 40)}" cy="${fmt(entry.y)}" r="7" fill="#202124"/><path d="M ${fmt(entry.x - 33)} ${fmt(entry.y)} L ${fmt(entry.x)} ${fmt(entry.y)}" stroke="#202124" stroke-width="1.5" marker-end="url(#state-graph-arrow)"/></g>`
@@ -205,7 +225,7 @@ export function toSvg(graph: StateGraph, options: SvgOptions = {}): string {
 
   return [
     `<svg xmlns="http://www.w3.org/2000/svg" class="state-graph" viewBox="0 0 ${fmt(width)} ${fmt(height)}" width="${fmt(width)}" height="${fmt(height)}" role="img" aria-label="State graph, initial state ${escapeXml(graph.initial)}" font-family="system-ui, sans-serif" font-size="14">`,
-    '<defs><marker id="state-graph-arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="8" markerHeight="8" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#5f6368"/></marker></defs>',
+    `<defs>${[['state-graph-arrow', '#5f6368'], ['state-graph-arrow-error', ERROR_COLOUR]].map(([id, fill]) => `<marker id="${id}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="8" markerHeight="8" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="${fill}"/></marker>`).join('')}</defs>`,
     '<style>.state-graph .label{font-size:12px;fill:#3c4043;paint-order:stroke;stroke:#fff;stroke-width:4px}</style>',
     start,
     ...drawnEdges,
@@ -214,12 +234,22 @@ export function toSvg(graph: StateGraph, options: SvgOptions = {}): string {
   ].join('\n');
 }
 
+/** The cell of a state's routing settings in the table: `show_output` and `require_approval` as set in the file. */
+function settingsOf(state: GraphState): string {
+  const approval = state.require_approval;
+  const settings = [
+    state.show_output === undefined ? '' : `show_output: ${state.show_output}`,
+    approval === undefined ? '' : `require_approval: ${Array.isArray(approval) ? `[${approval.join(', ')}]` : approval}`,
+  ];
+  return settings.filter(Boolean).map((setting) => `<code>${escapeXml(setting)}</code>`).join('<br>');
+}
+
 /** A standalone HTML page (no scripts, nothing fetched) showing the drawing of a graph and a table of its states. */
 export function toHtmlPage(graph: StateGraph, options: HtmlPageOptions = {}): string {
   const title = options.title ?? 'State graph';
   const rows = Object.entries(graph.states).map(
     ([name, state]) =>
-      `<tr><td><code>${name}</code>${name === graph.initial ? ' (initial)' : ''}</td><td>${state.type}</td><td>${escapeXml(state.description)}</td><td>${state.transition.next.map((to) => `<code>${escapeXml(to)}</code>`).join(', ')}</td></tr>`,
+      `<tr><td><code>${name}</code>${name === graph.initial ? ' (initial)' : ''}</td><td>${state.type}</td><td>${escapeXml(state.description)}</td><td>${state.transition.next.map((to) => `<code>${escapeXml(to)}</code>`).join(', ')}</td><td>${settingsOf(state)}</td></tr>`,
   );
   return `<!doctype html>
 <html lang="en">
@@ -237,7 +267,7 @@ svg { max-width: 100%; height: auto; }
 <h1>${escapeXml(title)}</h1>
 ${toSvg(graph)}
 <table>
-<thead><tr><th>state</th><th>type</th><th>description</th><th>next</th></tr></thead>
+<thead><tr><th>state</th><th>type</th><th>description</th><th>next</th><th>settings</th></tr></thead>
 <tbody>
 ${rows.join('\n')}
 </tbody>

@@ -2,15 +2,27 @@
 // state graph file (default config/default-graph.yaml; `.json` is read as JSON, anything else as
 // YAML). A bad graph: every problem on stderr, exit 1. A good one: a summary, exit 0; `--mermaid`
 // prints Mermaid text instead, `--html` also writes a standalone page drawing the graph, `--svg`
-// the drawing alone as a standalone SVG file.
+// the drawing alone as a standalone SVG file. Warnings (a graph that runs, but likely not as
+// meant) go to stderr either way and do not change the exit code.
 import { readFile, writeFile } from 'node:fs/promises';
 import { basename, extname } from 'node:path';
 import { parseArgs } from 'node:util';
-import { formatProblem, parseGraphText, STATE_TYPES, successorsOf, toHtmlPage, toMermaid, toSvg } from '../machines/index.js';
-import type { StateGraph } from '../machines/index.js';
+import { formatProblem, formatWarning, parseGraphText, routesOf, STATE_TYPES, successorsOf, toHtmlPage, toMermaid, toSvg } from '../machines/index.js';
+import type { GraphProblem, StateGraph } from '../machines/index.js';
 
 const USAGE = 'usage: npm run graph:validate -- [file] [--mermaid] [--html <out.html>] [--svg <out.svg>]';
 const DEFAULT_FILE = 'config/default-graph.yaml';
+
+/** The hand-offs between agent states, by state: the model's `transfer_to_` choices and plain hand-offs. */
+function handoffs(graph: StateGraph): string {
+  const groups = Object.keys(graph.states).flatMap((name) => {
+    const routes = routesOf(graph, name);
+    const targets = [...routes.handoffs, ...(routes.reply !== undefined && graph.states[routes.reply]?.type === 'agent' ? [routes.reply] : [])];
+    return targets.length === 0 ? [] : [{ name, targets }];
+  });
+  const total = groups.reduce((sum, { targets }) => sum + targets.length, 0);
+  return total === 0 ? '0' : `${total} (${groups.map(({ name, targets }) => `${name} → ${targets.join(', ')}`).join('; ')})`;
+}
 
 function summary(file: string, graph: StateGraph): string {
   const names = Object.keys(graph.states);
@@ -21,7 +33,16 @@ function summary(file: string, graph: StateGraph): string {
     `  initial      ${graph.initial}`,
     `  states       ${names.length} (${byType.join(', ')})`,
     `  transitions  ${transitions}`,
+    `  hand-offs    ${handoffs(graph)}`,
   ].join('\n');
+}
+
+const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`;
+
+function printWarnings(file: string, warnings: GraphProblem[]): void {
+  if (warnings.length === 0) return;
+  console.error(`${file}: ${plural(warnings.length, 'warning')}`);
+  for (const warning of warnings) console.error(formatWarning(warning));
 }
 
 async function main(argv: string[]): Promise<number> {
@@ -56,9 +77,9 @@ async function main(argv: string[]): Promise<number> {
   }
   const result = parseGraphText(text, extname(file).toLowerCase() === '.json' ? 'json' : 'yaml');
   if (!result.ok) {
-    const count = result.problems.length;
-    console.error(`${file}: ${count} problem${count === 1 ? '' : 's'} in the state graph`);
+    console.error(`${file}: ${plural(result.problems.length, 'problem')} in the state graph`);
     for (const problem of result.problems) console.error(formatProblem(problem));
+    printWarnings(file, result.warnings);
     return 1;
   }
 
@@ -66,6 +87,7 @@ async function main(argv: string[]): Promise<number> {
   const note = values.mermaid ? console.error : console.log;
   if (values.mermaid) process.stdout.write(toMermaid(result.graph));
   else note(summary(file, result.graph));
+  printWarnings(file, result.warnings);
   const drawings: Array<[string | undefined, () => string]> = [
     [values.html, () => toHtmlPage(result.graph, { title: `State graph: ${basename(file)}` })],
     [values.svg, () => `${toSvg(result.graph)}\n`],

@@ -328,7 +328,7 @@ describe('createSessionMachine', () => {
 
   it('throws with every problem listed when the graph is invalid', () => {
     const bad = { ...DEFAULT_GRAPH, initial: 'nowhere' };
-    expect(() => createSessionMachine(bad)).to.throw(/invalid state graph:\n\s+initial\s+initial state "nowhere"/);
+    expect(() => createSessionMachine(bad)).to.throw(/invalid state graph:\n\s+initial\s+initial state `nowhere`/);
   });
 });
 
