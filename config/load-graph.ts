@@ -19,14 +19,10 @@ export function readGraphFile(path: string): GraphValidation {
 export type LoadedGraph = { graph: StateGraph; warnings: GraphProblem[] };
 
 /** Loads the state graph and its warnings for start-up; a bad graph stops start-up with every problem listed. */
-export function loadGraphWithWarnings(path: string): LoadedGraph {
+export function loadGraph(path: string): LoadedGraph {
   const result = readGraphFile(path);
   if (result.ok) return { graph: result.graph, warnings: result.warnings };
   const problems = result.problems.map((problem) => `  ${problem.path}${problem.state ? ` [state ${problem.state}]` : ''}: ${problem.message}`);
   throw new ConfigError(`state.graph_path: the graph ${path} is invalid:\n${problems.join('\n')}`);
 }
 
-/** Loads the state graph for start-up; a bad graph stops start-up with every problem listed. */
-export function loadGraph(path: string): StateGraph {
-  return loadGraphWithWarnings(path).graph;
-}

@@ -3,6 +3,7 @@ import type { AddressInfo, ListenOptions } from 'node:net';
 import type { Logger } from 'winston';
 import type { AppConfig } from '../config/load-config.js';
 import { loadGraph } from '../config/load-graph.js';
+import { formatWarning } from '../machines/index.js';
 import { DurableWriter } from '../runtime/sessions/durable-writer.js';
 import { EventBus } from '../runtime/observability/event-bus.js';
 import { chooseEmbedder, type EmbedderOptions } from '../runtime/llm/embedder.js';
@@ -56,7 +57,8 @@ export type ServiceOptions = { handedConnections?: { publicPort: number } };
 
 /** The composition root: opens storage, builds the runtime and the app, and listens. */
 export async function startService(config: AppConfig, logger: Logger, options: ServiceOptions = {}): Promise<RunningService> {
-  const graph = loadGraph(config.state.graph_path);
+  const { graph, warnings: graphWarnings } = loadGraph(config.state.graph_path);
+  for (const warning of graphWarnings) logger.warn(`state graph ${config.state.graph_path}: ${formatWarning(warning).trim()}`);
   const apiKeys = createApiKeyGuard(config.auth.api_keys);
   // Checked before anything opens; it connects once the service listens.
   const inspector = config.inspect.websocket_url

@@ -209,7 +209,7 @@ describe('inspector routes (/inspect)', () => {
         // Streams without a user-bound key never read the sessions.
         sessions: {} as SessionStore,
         events: bus,
-        graph: loadGraph(loadConfig({ CONFIG_FILE: DEFAULT_CONFIG_FILE }).state.graph_path),
+        graph: loadGraph(loadConfig({ CONFIG_FILE: DEFAULT_CONFIG_FILE }).state.graph_path).graph,
         authenticate: (_req, _res, next) => next(),
         history: { transitions: (_req, _res, next) => next(), messages: (_req, _res, next) => next() },
         recentSessions: 10,

@@ -477,6 +477,12 @@ describe('createSessionMachine hand-offs', () => {
     expect(llm.calls.map((call) => call.state)).to.deep.equal(['billing', 'triage']);
   });
 
+  it('builds only the states a path from the initial state reaches', () => {
+    const graph = parse({ ...DEFAULT_GRAPH, states: { ...DEFAULT_GRAPH.states, spare: state('agent', ['ask_user']) } });
+    const machine = createSessionMachine(graph);
+    expect(Object.keys(machine.states).sort()).to.deep.equal(['agent_reply', 'ask_user', 'use_tool']);
+  });
+
   it('applies the limits it is given to an actor restored from a snapshot without hand-off counts', async () => {
     const llm = scriptedLlm([transfer('billing'), reply('paid')]);
     const machine = createSessionMachine(TRIAGE_GRAPH).provide({ actors: { callLlm: llm.logic } });
