@@ -1,11 +1,7 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { expect } from 'chai';
 import type OpenAI from 'openai';
-import type { RuntimeEvents } from '../../runtime/observability/event-bus.js';
-import { EVERYTHING_STDIO_YAML, mcpDeploymentFile } from '../support/mcp-fixtures.js';
-import { readText, sseData, startTestService, type TestService } from '../support/service-harness.js';
+import { useEverythingService } from '../support/everything-service.js';
+import { readText, sseData, type TestService } from '../support/service-harness.js';
 
 type Message = OpenAI.Chat.ChatCompletionMessageParam;
 
@@ -14,23 +10,10 @@ const SUM_QUESTION = 'May I run the tool get-sum of the server everything with t
 const DENIED = 'Error: the user did not approve this call of get-sum (server everything), so it did not run.';
 
 describe('tool approvals in chat completions (require_approval: [get-sum])', () => {
-  let folder: string;
+  const service = useEverythingService({ serverOptions: '    require_approval: [get-sum]\n' });
   let harness: TestService;
-  let toolCalls: Array<RuntimeEvents['tool:call']>;
-
-  before(async () => {
-    folder = mkdtempSync(join(tmpdir(), 'svc-approvals-'));
-    const servers = `${EVERYTHING_STDIO_YAML}    require_approval: [get-sum]\n`;
-    harness = await startTestService({ env: { CONFIG_FILE: mcpDeploymentFile(folder, servers) } });
-    harness.service.events.on('tool:call', (event) => toolCalls.push(event));
-  });
-  after(async () => {
-    await harness?.close();
-    rmSync(folder, { recursive: true, force: true });
-  });
-  beforeEach(() => {
-    harness.llm.reset();
-    toolCalls = [];
+  before(() => {
+    harness = service.harness;
   });
 
   /** One non-streaming turn: its reply and its session. */
@@ -77,7 +60,7 @@ describe('tool approvals in chat completions (require_approval: [get-sum])', () 
   it('asks before a listed tool runs, then runs it when the user approves with a resent history', async () => {
     const asked = await chat([{ role: 'user', content: SUM_REQUEST }]);
     expect(asked).to.include({ content: SUM_QUESTION, finishReason: 'stop' });
-    expect(toolCalls).to.deep.equal([]);
+    expect(service.toolCalls).to.deep.equal([]);
     expect(harness.llm.requests.filter((request) => request.kind === 'chat')).to.have.length(1);
 
     const answered = await chat([
@@ -88,7 +71,7 @@ describe('tool approvals in chat completions (require_approval: [get-sum])', () 
     // The resent history is recognised as the session's: no session id needed.
     expect(answered.sessionId).to.equal(asked.sessionId);
     expect(answered.content).to.match(/^Tool result: .*\b5\b/);
-    expect(toolCalls.map(({ server, tool, outcome }) => ({ server, tool, outcome }))).to.deep.equal([{ server: 'everything', tool: 'get-sum', outcome: 'ok' }]);
+    expect(service.toolCalls.map(({ server, tool, outcome }) => ({ server, tool, outcome }))).to.deep.equal([{ server: 'everything', tool: 'get-sum', outcome: 'ok' }]);
     // The LLM gets its call and the result; the answering word is not a message to it.
     const [user, call, result] = lastLlmDialogue();
     expect([user, call]).to.deep.equal([
@@ -111,7 +94,7 @@ describe('tool approvals in chat completions (require_approval: [get-sum])', () 
 
     const answered = await streamChat([{ role: 'user', content: 'no' }], asked.sessionId);
     expect(answered.content).to.equal(`Tool result: ${DENIED}`);
-    expect(toolCalls).to.deep.equal([]);
+    expect(service.toolCalls).to.deep.equal([]);
     const dialogue = lastLlmDialogue();
     expect(dialogue.map((message) => message.role)).to.deep.equal(['user', 'assistant', 'tool']);
     expect(dialogue[2]).to.deep.include({ content: DENIED });
@@ -126,7 +109,7 @@ describe('tool approvals in chat completions (require_approval: [get-sum])', () 
     const asked = await chat([{ role: 'user', content: SUM_REQUEST }]);
     const answered = await chat([{ role: 'user', content: 'No, add 7 and 8 instead' }], asked.sessionId);
     expect(answered.content).to.equal('Echo: No, add 7 and 8 instead');
-    expect(toolCalls).to.deep.equal([]);
+    expect(service.toolCalls).to.deep.equal([]);
     expect(lastLlmDialogue().map(({ role, content }) => ({ role, content }))).to.deep.equal([
       { role: 'user', content: SUM_REQUEST },
       { role: 'assistant', content: SUM_QUESTION },
@@ -140,7 +123,7 @@ describe('tool approvals in chat completions (require_approval: [get-sum])', () 
     await chat([{ role: 'user', content: 'no' }], asked.sessionId);
     const later = await chat([{ role: 'user', content: 'yes' }], asked.sessionId);
     expect(later.content).to.equal('Echo: yes');
-    expect(toolCalls).to.deep.equal([]);
+    expect(service.toolCalls).to.deep.equal([]);
   });
 
   it('asks for several held calls in one question and runs them all on one yes', async () => {
@@ -165,14 +148,14 @@ describe('tool approvals in chat completions (require_approval: [get-sum])', () 
     );
     const answered = await chat([{ role: 'user', content: 'y' }], asked.sessionId);
     expect(answered.content).to.match(/^Tool result: .*\b3\b[\s\S]*\n.*\b9\b/);
-    expect(toolCalls).to.have.length(2);
+    expect(service.toolCalls).to.have.length(2);
     expect(lastLlmDialogue().map((message) => message.tool_call_id ?? message.role)).to.deep.equal(['user', 'assistant', 'call_one', 'call_two']);
   });
 
   it('runs a tool of the server that is not listed at once', async () => {
     const { content } = await chat([{ role: 'user', content: 'Say [[tool:everything__echo {"message":"hi"}]]' }]);
     expect(content).to.equal('Tool result: Echo: hi');
-    expect(toolCalls.map(({ tool }) => tool)).to.deep.equal(['echo']);
+    expect(service.toolCalls.map(({ tool }) => tool)).to.deep.equal(['echo']);
   });
 
   it('runs the calls that need no approval first, then asks for the held call the model makes again', async () => {
@@ -184,7 +167,7 @@ describe('tool approvals in chat completions (require_approval: [get-sum])', () 
     );
     const asked = await streamChat([{ role: 'user', content: 'A mixed round' }]);
     expect(asked.content).to.equal(`Working.\n\n${SUM_QUESTION}`);
-    expect(toolCalls.map(({ tool }) => tool)).to.deep.equal(['echo']);
+    expect(service.toolCalls.map(({ tool }) => tool)).to.deep.equal(['echo']);
     // The held call is the second round's.
     const answered = await chat([{ role: 'user', content: 'ok' }], asked.sessionId);
     expect(answered.content).to.match(/^Tool result: .*\b5\b/);
@@ -206,10 +189,10 @@ describe('tool approvals in chat completions (require_approval: [get-sum])', () 
     client.abort();
     await answering;
     await harness.llm.waitForAbort();
-    expect(toolCalls).to.have.length(1);
+    expect(service.toolCalls).to.have.length(1);
 
     const again = await chat([{ role: 'user', content: 'yes' }], asked.sessionId);
     expect(again.content).to.equal('Echo: yes');
-    expect(toolCalls).to.have.length(1);
+    expect(service.toolCalls).to.have.length(1);
   });
 });

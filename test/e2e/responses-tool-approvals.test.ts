@@ -1,12 +1,8 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { expect } from 'chai';
 import type OpenAI from 'openai';
-import type { RuntimeEvents } from '../../runtime/observability/event-bus.js';
-import { EVERYTHING_STDIO_YAML, mcpDeploymentFile } from '../support/mcp-fixtures.js';
 import { refusal } from '../support/openai-answers.js';
-import { startTestService, type TestService } from '../support/service-harness.js';
+import { useEverythingService } from '../support/everything-service.js';
+import type { TestService } from '../support/service-harness.js';
 
 type ApprovalRequestItem = OpenAI.Responses.ResponseOutputItem.McpApprovalRequest;
 type McpCall = OpenAI.Responses.ResponseOutputItem.McpCall;
@@ -15,25 +11,12 @@ const SUM_REQUEST = 'Add them up [[tool:everything__get-sum {"a":2,"b":3}]]';
 const QUESTION = 'May I run the tool get-sum of the server everything with the arguments {"a":2,"b":3}? Reply yes to run it, or no.';
 
 describe('tool approvals in the Responses API (require_approval: always)', () => {
-  let folder: string;
+  const service = useEverythingService({ serverOptions: '    require_approval: always\n' });
   let harness: TestService;
   let client: OpenAI;
-  let toolCalls: Array<RuntimeEvents['tool:call']>;
-
-  before(async () => {
-    folder = mkdtempSync(join(tmpdir(), 'svc-responses-approvals-'));
-    const servers = `${EVERYTHING_STDIO_YAML}    require_approval: always\n`;
-    harness = await startTestService({ env: { CONFIG_FILE: mcpDeploymentFile(folder, servers) } });
+  before(() => {
+    harness = service.harness;
     client = harness.client;
-    harness.service.events.on('tool:call', (event) => toolCalls.push(event));
-  });
-  after(async () => {
-    await harness?.close();
-    rmSync(folder, { recursive: true, force: true });
-  });
-  beforeEach(() => {
-    harness.llm.reset();
-    toolCalls = [];
   });
 
   /** A response that ended asking for the sum, with its one approval request and its session. */
@@ -68,7 +51,7 @@ describe('tool approvals in the Responses API (require_approval: always)', () =>
     expect(request.id).to.match(/^mcpr_[0-9a-f]{32}$/);
     expect(request).to.deep.equal({ id: request.id, type: 'mcp_approval_request', server_label: 'everything', name: 'get-sum', arguments: '{"a":2,"b":3}' });
     expect(response.output_text).to.equal('');
-    expect(toolCalls).to.deep.equal([]);
+    expect(service.toolCalls).to.deep.equal([]);
     expect((await client.responses.retrieve(response.id)).output).to.deep.equal(response.output);
 
     const { data: approved, response: http } = await client.responses
@@ -80,7 +63,7 @@ describe('tool approvals in the Responses API (require_approval: always)', () =>
     expect(call).to.include({ status: 'completed', server_label: 'everything', name: 'get-sum', arguments: '{"a":2,"b":3}', approval_request_id: request.id, error: null });
     expect(call.output).to.match(/\b5\b/);
     expect(approved.output_text).to.match(/^Tool result: .*\b5\b/);
-    expect(toolCalls.map(({ tool }) => tool)).to.deep.equal(['get-sum']);
+    expect(service.toolCalls.map(({ tool }) => tool)).to.deep.equal(['get-sum']);
     // The LLM is given its call and its result; the question is the reply the call was made in.
     const dialogue = lastLlmDialogue();
     expect(dialogue.slice(0, 2)).to.deep.equal([
@@ -120,7 +103,7 @@ describe('tool approvals in the Responses API (require_approval: always)', () =>
     const completed = events.at(-1) as OpenAI.Responses.ResponseCompletedEvent;
     expect(completed.response.output.map((item) => item.type)).to.deep.equal(['mcp_call', 'message']);
     expect(completed.response.output[0]).to.include({ approval_request_id: request.id, status: 'completed' });
-    expect(toolCalls.map(({ tool }) => tool)).to.deep.equal(['get-sum']);
+    expect(service.toolCalls.map(({ tool }) => tool)).to.deep.equal(['get-sum']);
   });
 
   it('never runs a refused call and tells the LLM so, with the reason (answered with conversation)', async () => {
@@ -133,7 +116,7 @@ describe('tool approvals in the Responses API (require_approval: always)', () =>
     const told = 'Error: the user did not approve this call of get-sum (server everything), so it did not run. Their reason: Not with these numbers';
     expect(denied.output.map((item) => item.type)).to.deep.equal(['message']);
     expect(denied.output_text).to.equal(`Tool result: ${told}`);
-    expect(toolCalls).to.deep.equal([]);
+    expect(service.toolCalls).to.deep.equal([]);
     expect(lastLlmDialogue()[2]).to.deep.equal({ role: 'tool', content: told });
     const rows = await harness.service.database.db.selectFrom('conversations').select(['role', 'message']).where('session_id', '=', sessionId).orderBy('id').execute();
     expect(rows.map((row) => row.role)).to.deep.equal(['user', 'tool_call', 'assistant', 'approval', 'tool', 'assistant']);
@@ -183,7 +166,7 @@ describe('tool approvals in the Responses API (require_approval: always)', () =>
     });
     expect(decided.output.map((item) => item.type)).to.deep.equal(['mcp_call', 'message']);
     expect(decided.output[0]).to.include({ name: 'echo', approval_request_id: echo!.id, output: 'Echo: hi' });
-    expect(toolCalls.map(({ tool }) => tool)).to.deep.equal(['echo']);
+    expect(service.toolCalls.map(({ tool }) => tool)).to.deep.equal(['echo']);
     const results = lastLlmDialogue().filter((message) => message.role === 'tool');
     expect(results.map((message) => message.content)).to.deep.equal([
       'Echo: hi',
@@ -209,7 +192,7 @@ describe('tool approvals in the Responses API (require_approval: always)', () =>
     const unanchored = await refusal(client.responses.create({ model: 'svc-agent', input: [answer(first.request.id)] }));
     expect(unanchored).to.include({ status: 400, param: 'input[0].approval_request_id' });
     expect(await storedCounts()).to.deep.equal(before);
-    expect(toolCalls).to.deep.equal([]);
+    expect(service.toolCalls).to.deep.equal([]);
 
     // The request still waits, and is answered once; after that its id is stale.
     const approved = await client.responses.create({ model: 'svc-agent', previous_response_id: first.response.id, input: [answer(first.request.id)] });
@@ -218,6 +201,6 @@ describe('tool approvals in the Responses API (require_approval: always)', () =>
     const stale = await refusal(client.responses.create({ model: 'svc-agent', previous_response_id: approved.id, input: [answer(first.request.id)] }));
     expect(stale).to.include({ status: 400, param: 'input[0].approval_request_id' });
     expect(await storedCounts()).to.deep.equal(afterApproval);
-    expect(toolCalls).to.have.length(1);
+    expect(service.toolCalls).to.have.length(1);
   });
 });

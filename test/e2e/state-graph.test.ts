@@ -3,8 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import type OpenAI from 'openai';
-import type { RuntimeEvents } from '../../runtime/observability/event-bus.js';
-import { EVERYTHING_STDIO_YAML, mcpDeploymentFile } from '../support/mcp-fixtures.js';
+import { useEverythingService } from '../support/everything-service.js';
 import { readText, sseData, startTestService, type TestService } from '../support/service-harness.js';
 
 const PLAN_GRAPH = new URL('../../config/examples/plan-then-answer.yaml', import.meta.url).pathname;
@@ -136,22 +135,10 @@ describe('state graph: a private planning step (config/examples/plan-then-answer
 });
 
 describe('state graph: triage routed by the model (config/examples/triage.yaml)', () => {
-  let folder: string;
+  const service = useEverythingService({ env: { STATE_GRAPH_PATH: TRIAGE_GRAPH } });
   let harness: TestService;
-  let toolCalls: Array<RuntimeEvents['tool:call']>;
-
-  before(async () => {
-    folder = mkdtempSync(join(tmpdir(), 'svc-graph-'));
-    harness = await startTestService({ env: { STATE_GRAPH_PATH: TRIAGE_GRAPH, CONFIG_FILE: mcpDeploymentFile(folder, EVERYTHING_STDIO_YAML) } });
-    harness.service.events.on('tool:call', (event) => toolCalls.push(event));
-  });
-  after(async () => {
-    await harness?.close();
-    rmSync(folder, { recursive: true, force: true });
-  });
-  beforeEach(() => {
-    harness.llm.reset();
-    toolCalls = [];
+  before(() => {
+    harness = service.harness;
   });
 
   it('offers triage a transfer_to_ tool per specialist, described by its state, and no other tool', async () => {
@@ -214,7 +201,7 @@ describe('state graph: triage routed by the model (config/examples/triage.yaml)'
     harness.llm.reset();
     const asked = await chat(harness, 'billing: add these [[tool:everything__get-sum {"a":2,"b":3}]]');
     expect(asked.content).to.equal('May I run the tool get-sum of the server everything with the arguments {"a":2,"b":3}? Reply yes to run it, or no.');
-    expect(toolCalls).to.deep.equal([]);
+    expect(service.toolCalls).to.deep.equal([]);
     const session = await harness.service.database.db.selectFrom('sessions').select('snapshot').where('session_id', '=', asked.sessionId).executeTakeFirstOrThrow();
     expect((session.snapshot as { pendingApprovals?: Array<{ tool: string }> }).pendingApprovals?.map((request) => request.tool)).to.deep.equal(['get-sum']);
 
@@ -224,7 +211,7 @@ describe('state graph: triage routed by the model (config/examples/triage.yaml)'
     const resumed = chatRequests(harness).at(-1)!;
     expect(systemText(resumed.messages)).to.include('You are the billing specialist');
     expect(resumed.messages.at(-1)).to.deep.include({ role: 'tool', content: 'The sum of 2 and 3 is 5.' });
-    expect(toolCalls.map((call) => call.tool)).to.deep.equal(['get-sum']);
+    expect(service.toolCalls.map((call) => call.tool)).to.deep.equal(['get-sum']);
     expect(approved.content).to.equal('Tool result: The sum of 2 and 3 is 5.');
   });
 });
