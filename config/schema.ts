@@ -85,7 +85,7 @@ export type ConfigValues = {
   sessions: { cache_size: number; idle_ms: number; turn_wait_ms: number; write_wait_ms: number; lease_ms: number };
   limits: { requests_per_minute: number; burst: number; concurrent_requests: number };
   metrics: { enabled: boolean };
-  inspect: { page: boolean; websocket_url: string; recent_sessions: number };
+  inspect: { page: boolean; websocket_url: string; recent_sessions: number; recent_calls_per_session: number; recent_calls: number; store_calls: boolean };
   log: { level: string };
   tools: {
     connect_timeout_ms: number;
@@ -255,6 +255,24 @@ export const configSchema: convict.Schema<ConfigValues> = {
       env: 'INSPECT_WEBSOCKET_URL',
     },
     recent_sessions: { doc: 'Sessions the inspector page lists.', format: 'positive-int', default: 50, env: 'INSPECT_RECENT_SESSIONS' },
+    recent_calls_per_session: {
+      doc: 'LLM and tool calls kept in memory per session for /v1/agents/{id}/calls and the inspector (the oldest go first).',
+      format: 'positive-int',
+      default: 50,
+      env: 'INSPECT_RECENT_CALLS_PER_SESSION',
+    },
+    recent_calls: {
+      doc: 'LLM and tool calls kept in memory in all, over every session of the process (the oldest go first).',
+      format: 'positive-int',
+      default: 2_000,
+      env: 'INSPECT_RECENT_CALLS',
+    },
+    store_calls: {
+      doc: 'Also store every LLM and tool call in the database (each LLM call with its whole context, so it can be large); off: only the recent calls in memory.',
+      format: Boolean,
+      default: false,
+      env: 'INSPECT_STORE_CALLS',
+    },
   },
   log: {
     level: { doc: 'Log level.', format: ['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly'], default: 'info', env: 'LOG_LEVEL' },

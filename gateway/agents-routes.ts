@@ -5,12 +5,15 @@ import { Router, type Request, type RequestHandler, type Response } from 'expres
 import type { ConversationRecord, ConversationStore, SessionCursor, SessionRecord, SessionStore, StoredTransition, VectorMemoryStore } from '../runtime/ports.js';
 import { ServiceError } from '../runtime/service-error.js';
 import { pendingApprovalsOf } from '../runtime/sessions/pending-approvals.js';
+import type { CallLog } from '../runtime/observability/call-log.js';
+import { usageTotal } from '../runtime/sessions/call-records.js';
 import type { Supervisor } from '../runtime/sessions/supervisor.js';
 import type { ToolRunner } from '../runtime/tools/tool-runner.js';
 import { actingUser, callerOf } from './api-keys.js';
 import { checkIdentifier, isValidIdentifier } from './chat-request.js';
 import { listLimit, singleQuery } from './list-query.js';
 import { approvalRequestItem } from './responses-format.js';
+import { callEntry } from './call-format.js';
 import { deleteSession } from './session-deletion.js';
 
 /** The announced agent resource. */
@@ -24,6 +27,8 @@ export type AgentResource = {
   memory: { total_entries: number; working_memory: number; long_term_memory: number };
   state: { current: string; transitions: number };
   tools: string[];
+  /** Tokens its LLM calls used: the totals, and by model. */
+  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number; by_model: Record<string, { prompt_tokens: number; completion_tokens: number; total_tokens: number }> };
   /** Calls of the service's tools the agent holds for its user's approval (`require_approval`), as `mcp_approval_request` items. */
   pending_approvals: Array<ReturnType<typeof approvalRequestItem>>;
   created_at: string;
@@ -56,6 +61,8 @@ export type AgentsRouterDeps = {
   conversations: ConversationStore;
   /** Absent when long-term memory is off. */
   memories?: VectorMemoryStore;
+  /** The sessions' recorded LLM and tool calls. */
+  calls: CallLog;
   tools: ToolRunner;
   /** The API key guard every agent route sits behind. */
   requireKey: RequestHandler;
@@ -104,6 +111,7 @@ export function createAgentsRouter(deps: AgentsRouterDeps): Router {
   const history = createHistoryHandlers(deps);
   router.get('/v1/agents/:agent_id/transitions', history.transitions);
   router.get('/v1/agents/:agent_id/messages', history.messages);
+  router.get('/v1/agents/:agent_id/calls', history.calls);
 
   router.delete('/v1/agents/:agent_id', async (req, res) => {
     const options = parseDeleteBody(req.body);
@@ -120,13 +128,14 @@ export function createAgentsRouter(deps: AgentsRouterDeps): Router {
 }
 
 /**
- * A session's transition log and transcript, paged oldest first (`?limit=&after=`), for the
- * `:agent_id` in the path and a caller allowed to see it. The agent API and the inspector
- * page serve the same handlers, each behind its own key rule.
+ * A session's transition log, transcript and recorded calls, paged oldest first
+ * (`?limit=&after=`), for the `:agent_id` in the path and a caller allowed to see it. The
+ * agent API and the inspector page serve the same handlers, each behind its own key rule.
  */
-export function createHistoryHandlers(deps: Pick<AgentsRouterDeps, 'sessions' | 'conversations'>): {
+export function createHistoryHandlers(deps: Pick<AgentsRouterDeps, 'sessions' | 'conversations' | 'calls'>): {
   transitions: RequestHandler;
   messages: RequestHandler;
+  calls: RequestHandler;
 } {
   return {
     transitions: async (req, res) => {
@@ -140,6 +149,12 @@ export function createHistoryHandlers(deps: Pick<AgentsRouterDeps, 'sessions' | 
       const { sessionId } = await liveSession(deps, req, res);
       const rows = await deps.conversations.page(sessionId, { limit: limit + 1, ...(afterId !== undefined ? { afterId } : {}) });
       res.json(logPage(rows, limit, transcriptEntry));
+    },
+    calls: async (req, res) => {
+      const { limit, afterId } = parseLogPage(req);
+      const { sessionId } = await liveSession(deps, req, res);
+      const rows = await deps.calls.page(sessionId, { limit: limit + 1, ...(afterId !== undefined ? { afterId } : {}) });
+      res.json(logPage(rows, limit, callEntry));
     },
   };
 }
@@ -181,6 +196,7 @@ async function agentResource(deps: AgentsRouterDeps, session: SessionRecord): Pr
       transitions: Math.max(live?.transitions ?? 0, session.transitions),
     },
     tools: deps.tools.definitions().flatMap((tool) => (tool.type === 'function' ? [tool.function.name] : [])),
+    usage: { ...usageTotal(session.usage), by_model: Object.fromEntries(Object.entries(session.usage).map(([model, usage]) => [model, usageTotal({ [model]: usage })])) },
     pending_approvals: pendingApprovalsOf(session.snapshot).map(approvalRequestItem),
     created_at: session.createdAt.toISOString(),
     last_active: new Date(lastActive).toISOString(),

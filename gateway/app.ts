@@ -28,6 +28,8 @@ export type AppDeps = {
   conversationsRouter: Router;
   /** The /v1/agents routes (they sit behind `apiKeys.requireKey` themselves). */
   agentsRouter: Router;
+  /** `GET /v1/usage`. */
+  usageRouter: Router;
   /** Each configured tool server's status, for /health. */
   toolStatus: () => Record<string, ToolServerStatus>;
   bodyLimit: string;
@@ -84,6 +86,7 @@ export function createApp(deps: AppDeps): Express {
   app.use(deps.conversationsRouter);
   app.use(createModelsRouter());
   app.use(deps.agentsRouter);
+  app.use(deps.usageRouter);
   // Subscriptions hold secrets: like the agents, they always need a key.
   app.use('/v1/webhooks', deps.apiKeys.requireKey);
   app.use(deps.webhooksRouter);

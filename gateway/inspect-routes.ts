@@ -25,7 +25,7 @@ export type InspectRoutesDeps = {
   /** `inspect.recent_sessions`: how many sessions the list shows. */
   recentSessions: number;
   /** A session's transitions and messages (the agent API's handlers), served under /inspect/sessions/:agent_id/. */
-  history: { transitions: RequestHandler; messages: RequestHandler };
+  history: { transitions: RequestHandler; messages: RequestHandler; calls: RequestHandler };
   /** Interval of the keep-alive comment lines of an event stream, in ms (default 15 s). */
   keepAliveMs?: number;
 };
@@ -96,6 +96,7 @@ export function createInspectRoutes(deps: InspectRoutesDeps): InspectRoutes {
   // Beside the agent API (which always needs a key): in local mode the page reads history here.
   router.get('/sessions/:agent_id/transitions', deps.authenticate, deps.history.transitions);
   router.get('/sessions/:agent_id/messages', deps.authenticate, deps.history.messages);
+  router.get('/sessions/:agent_id/calls', deps.authenticate, deps.history.calls);
   router.get('/graph.svg', deps.authenticate, (_req, res) => {
     res.type('image/svg+xml').set('Cache-Control', 'no-cache').send(svg);
   });

@@ -29,9 +29,12 @@ import { answerClientErrors } from './client-errors.js';
 import { acceptHandedConnections } from './connection-handoff.js';
 import { drainServer } from './drain-server.js';
 import { createInspectRoutes } from './inspect-routes.js';
+import { createUsageRouter } from './usage-route.js';
 import { createUsageLimiter } from './usage-limits.js';
 import { WebhookDispatcher } from '../runtime/webhooks/webhook-dispatcher.js';
 import { createWebhookRepository } from '../storage/webhook-repository.js';
+import { createCallRepository } from '../storage/call-repository.js';
+import { CallLog } from '../runtime/observability/call-log.js';
 import { createWebhooksRouter } from './webhooks-routes.js';
 import { logRuntimeEvents } from './log-events.js';
 import { createOAuthSetup, type OAuthSetup } from './oauth-setup.js';
@@ -136,7 +139,12 @@ export async function startService(config: AppConfig, logger: Logger, options: S
           onRenewError: (error) => logger.warn(`renewing session leases failed: ${error.message}`),
         })
       : undefined;
+  const calls = new CallLog(
+    { perSession: config.inspect.recent_calls_per_session, total: config.inspect.recent_calls },
+    config.inspect.store_calls ? createCallRepository(database.db) : undefined,
+  );
   const supervisor = new Supervisor({
+    calls,
     leases,
     inspect: inspector?.inspect,
     graph,
@@ -175,7 +183,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     events,
     graph,
     authenticate: apiKeys.authenticate,
-    history: createHistoryHandlers({ sessions: stores.sessions, conversations: stores.conversations }),
+    history: createHistoryHandlers({ sessions: stores.sessions, conversations: stores.conversations, calls }),
     recentSessions: config.inspect.recent_sessions,
   });
   const backgroundRuns = new BackgroundRuns({
@@ -206,6 +214,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
       sessions: stores.sessions,
       conversations: stores.conversations,
       memories: stores.memories,
+      calls,
       tools,
       requireKey: apiKeys.requireKey,
       settings: {
@@ -215,6 +224,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
         exportDir: config.agents.export_dir,
       },
     }),
+    usageRouter: createUsageRouter({ sessions: stores.sessions, requireKey: apiKeys.requireKey, defaultUserId: config.memory.user_id }),
     bodyLimit: config.app.body_limit,
     maxMessages: config.app.max_messages,
     limiter,
@@ -235,6 +245,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
       sessions: stores.sessions,
       conversations: stores.conversations,
       memories: stores.memories,
+      calls,
       events,
       defaultUserId: defaults.userId,
     }),

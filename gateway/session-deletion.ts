@@ -1,4 +1,5 @@
 import type { ConversationStore, SessionRecord, SessionStore, VectorMemoryStore } from '../runtime/ports.js';
+import type { CallLog } from '../runtime/observability/call-log.js';
 import type { Supervisor } from '../runtime/sessions/supervisor.js';
 
 /** What deleting a session touches. */
@@ -8,6 +9,8 @@ export type SessionDeletionDeps = {
   conversations: ConversationStore;
   /** Absent when long-term memory is off. */
   memories?: VectorMemoryStore;
+  /** The sessions' recorded LLM and tool calls. */
+  calls: CallLog;
 };
 
 /** How a session's deletion went. */
@@ -23,7 +26,7 @@ export type SessionDeletion = {
 /**
  * Deletes a session, as `DELETE /v1/agents/{id}` and `DELETE /v1/conversations/{id}` do: under
  * the session's lock (the turn in flight ends first), optionally exports it, then removes its
- * transcript, long-term memories and transition log unless `preserveMemory`, and marks it
+ * transcript, long-term memories, transition log and recorded calls unless `preserveMemory`, and marks it
  * deleted. Undefined when there is no such session. The caller checks it may delete it.
  */
 export function deleteSession(
@@ -42,6 +45,7 @@ export function deleteSession(
       await deps.conversations.deleteSession(sessionId);
       await deps.memories?.deleteBySession(sessionId);
       await deps.sessions.deleteTransitions(sessionId);
+      await deps.calls.forget(sessionId);
     }
     await deps.sessions.markDeleted(sessionId);
     const deleted = await deps.sessions.get(sessionId);

@@ -1,3 +1,5 @@
+import type { ChatMessage, Usage } from './chat-types.js';
+
 /**
  * The ports the runtime needs from storage. `storage/` implements them; tests may pass
  * in-memory versions built on the same contracts.
@@ -134,10 +136,73 @@ export type SessionRecord = {
   deletedAt: Date | null;
   /** The metadata a client attached to the session as a conversation; `{}` when none. */
   metadata: SessionMetadata;
+  /** The tokens its LLM calls used, by model; `{}` before any. */
+  usage: SessionUsage;
 };
 
 /** A conversation's metadata, as OpenAI's Conversations API has it: at most 16 string pairs. */
 export type SessionMetadata = Record<string, string>;
+
+/** Tokens used by a session's LLM calls, by the model named in each call. */
+export type SessionUsage = Record<string, { prompt_tokens: number; completion_tokens: number }>;
+
+/** How a recorded call ended: it returned, it failed (an error, or a tool's error result), or its turn was cancelled. */
+export type CallOutcome = 'ok' | 'error' | 'cancelled';
+
+/** What every recorded call has: whose, which turn, in which graph state, when, how long, how it ended. */
+type CallBase = {
+  sessionId: string;
+  userId: string;
+  /** The turn the call belongs to (`turn_` and hex), for a timeline per turn. */
+  turnId: string;
+  /** The graph state the call ran in. */
+  state: string;
+  startedAt: Date;
+  durationMs: number;
+  outcome: CallOutcome;
+  /** The error's text when the call failed. */
+  error: string | null;
+};
+
+/** An LLM call as it was made: the exact messages and tool names sent, the settings, and what came back. */
+export type LlmCallRecord = CallBase & {
+  kind: 'llm';
+  model: string;
+  temperature: number | null;
+  maxTokens: number | null;
+  messages: ChatMessage[];
+  tools: string[];
+  finishReason: string | null;
+  usage: Usage | null;
+};
+
+/** A call of one of the service's tools: what the model called, where it ran, with what, and its result. */
+export type ToolCallRecord = CallBase & {
+  kind: 'tool';
+  /** The name the model called. */
+  name: string;
+  server: string | null;
+  tool: string | null;
+  arguments: string;
+  result: string | null;
+  /** The approval request of a call the user approved first. */
+  approvalRequestId: string | null;
+};
+
+/** A call to record; `CallRecord` once it has its id. */
+export type NewCallRecord = LlmCallRecord | ToolCallRecord;
+
+/** A recorded call with its id (increasing in the order calls were recorded). */
+export type CallRecord = NewCallRecord & { id: number };
+
+/** Where sessions' calls are stored when `inspect.store_calls` is on. */
+export interface CallStore {
+  append(records: NewCallRecord[]): Promise<void>;
+  /** A page of a session's calls, oldest first, with ids greater than `afterId`. */
+  page(sessionId: string, options: { afterId?: number; limit: number }): Promise<CallRecord[]>;
+  /** Deletes a session's calls; returns how many were deleted. */
+  deleteSession(sessionId: string): Promise<number>;
+}
 
 /** A session made whole by the Conversations API: its row, and its first conversation records. */
 export type NewSession = {
@@ -194,6 +259,8 @@ export type SessionProgress = {
   historyHash: string | null;
   /** The transitions the turn took, in order, stored with it in the transition log. */
   transitionLog?: TransitionRecord[];
+  /** The session's token totals after the turn (absent: unchanged). */
+  usage?: SessionUsage;
 };
 
 /**
@@ -244,6 +311,8 @@ export interface SessionStore {
    * active in the same millisecond are neither skipped nor listed twice.
    */
   list(options: { userId?: string; limit: number; after?: SessionCursor }): Promise<SessionPage>;
+  /** The tokens a user's sessions used, by model, deleted sessions included, and how many sessions the user has. */
+  usageOf(userId: string): Promise<{ sessions: number; usage: SessionUsage }>;
   /** Marks the session deleted (it can no longer be continued); clears the snapshot. */
   markDeleted(sessionId: string): Promise<void>;
   /** A page of a session's transition log, oldest first, with ids greater than `afterId`. */

@@ -27,6 +27,8 @@ export type SessionsTable = {
   deleted_at: Date | null;
   /** jsonb: the conversation metadata, written as JSON text, read back parsed; null reads as none. */
   metadata: ColumnType<Record<string, string> | null, string | null | undefined, string | null>;
+  /** jsonb: the tokens used, by model (see `SessionUsage`), written as JSON text, read back parsed. */
+  usage: ColumnType<Record<string, { prompt_tokens: number; completion_tokens: number }>, string | undefined, string>;
 };
 
 /** The `responses` table: the Responses API's responses, each a turn of a session. */
@@ -81,6 +83,19 @@ export type SessionTransitionsTable = {
   from_state: string;
   to_state: string;
   reason: string | null;
+};
+
+/** The `session_calls` table: sessions' LLM and tool calls (`inspect.store_calls`). */
+export type SessionCallsTable = {
+  /** bigint identity: drivers may return it as a string. */
+  id: ColumnType<string | number, never, never>;
+  session_id: string;
+  user_id: string;
+  turn_id: string;
+  kind: string;
+  started_at: Date;
+  /** jsonb: the call (see `NewCallRecord`) without the columns above, written as JSON text, read back parsed. */
+  body: ColumnType<Record<string, unknown>, string, string>;
 };
 
 /** The `memories` table (only present when long-term memory is on). */
@@ -171,6 +186,7 @@ export type DatabaseSchema = {
   response_events: ResponseEventsTable;
   session_leases: SessionLeasesTable;
   session_transitions: SessionTransitionsTable;
+  session_calls: SessionCallsTable;
   memories: MemoriesTable;
   memory_embedder: MemoryEmbedderTable;
   oauth_tokens: OAuthTokensTable;

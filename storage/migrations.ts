@@ -248,6 +248,31 @@ export const coreMigrations: Record<string, Migration> = {
       await db.schema.createIndex('response_events_created_at_idx').ifNotExists().on('response_events').column('created_at').execute();
     },
   },
+  '0012_session_usage': {
+    async up(db: Kysely<any>) {
+      // The tokens a session's LLM calls used, by model: {"<model>": {prompt_tokens, completion_tokens}}.
+      // Kept when the session is deleted (its row stays, marked), so a user's totals stay whole.
+      await db.schema.alterTable('sessions').addColumn('usage', 'jsonb', (column) => column.notNull().defaultTo(sql`'{}'::jsonb`)).execute();
+    },
+  },
+  '0013_session_calls': {
+    async up(db: Kysely<any>) {
+      // Every LLM and tool call of a session, when `inspect.store_calls` is on: the indexed
+      // facts as columns, the call itself (an LLM call's whole context) in `body`.
+      await db.schema
+        .createTable('session_calls')
+        .ifNotExists()
+        .addColumn('id', 'bigint', (column) => column.generatedByDefaultAsIdentity().primaryKey())
+        .addColumn('session_id', 'varchar(255)', (column) => column.notNull())
+        .addColumn('user_id', 'varchar(255)', (column) => column.notNull())
+        .addColumn('turn_id', 'varchar(64)', (column) => column.notNull())
+        .addColumn('kind', 'varchar(8)', (column) => column.notNull())
+        .addColumn('started_at', 'timestamptz', (column) => column.notNull())
+        .addColumn('body', 'jsonb', (column) => column.notNull())
+        .execute();
+      await db.schema.createIndex('session_calls_session_id_idx').ifNotExists().on('session_calls').columns(['session_id', 'id']).execute();
+    },
+  },
 };
 
 /**

@@ -1,6 +1,6 @@
 import { CompiledQuery, sql } from 'kysely';
 import type { Kysely, Selectable } from 'kysely';
-import type { LeaseFence, NewConversationRecord, NewResponseRecord, NewSession, SessionCursor, SessionMetadata, SessionPage, SessionProgress, SessionRecord, SessionStore, StoredTransition } from '../runtime/ports.js';
+import type { LeaseFence, NewConversationRecord, NewResponseRecord, NewSession, SessionCursor, SessionMetadata, SessionPage, SessionProgress, SessionRecord, SessionStore, SessionUsage, StoredTransition } from '../runtime/ports.js';
 import { insertRecordColumns, recordColumns } from './conversation-repository.js';
 import { GroupCommit } from './group-commit.js';
 import { hotStatement } from './prepared-statements.js';
@@ -26,8 +26,8 @@ function snapshotText(progress: SessionProgress): string | null {
  * either way (their client had the answer). Returns the sessions whose progress was stored.
  */
 const COMPLETE_TURNS = hotStatement(`with turn as (
-    select * from unnest($1::varchar[], $2::integer[], $3::text[], $4::varchar[], $5::text[], $6::varchar[], $7::bigint[])
-      as turn(session_id, transitions, snapshot, current_state, history_hash, holder, generation)
+    select * from unnest($1::varchar[], $2::integer[], $3::text[], $4::varchar[], $5::text[], $6::varchar[], $7::bigint[], $14::text[])
+      as turn(session_id, transitions, snapshot, current_state, history_hash, holder, generation, usage)
   ), fenced as (
     select lease.session_id from session_leases lease join turn on turn.session_id = lease.session_id
     where lease.holder = turn.holder and lease.generation = turn.generation
@@ -52,7 +52,7 @@ const COMPLETE_TURNS = hotStatement(`with turn as (
     on conflict (id) do nothing
   )
   update sessions set snapshot = turn.snapshot::jsonb, current_state = turn.current_state, transitions = turn.transitions,
-    history_hash = turn.history_hash, last_active = now()
+    history_hash = turn.history_hash, last_active = now(), usage = coalesce(turn.usage::jsonb, sessions.usage)
   from turn
   where sessions.session_id = turn.session_id and sessions.deleted_at is null
     and (turn.holder is null or turn.session_id in (select session_id from fenced))
@@ -89,6 +89,7 @@ function turnEndParameters(ends: TurnEnd[]): unknown[] {
     JSON.stringify(log),
     ...recordColumns(ends.flatMap((end) => end.records)),
     toJsonText(ends.flatMap(({ response }) => (response ? [responseRow(response)] : []))),
+    ends.map((end) => (end.progress.usage ? toJsonText(end.progress.usage) : null)),
   ];
 }
 
@@ -181,6 +182,16 @@ export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStor
 
     completeTurn,
 
+    async usageOf(userId: string): Promise<{ sessions: number; usage: SessionUsage }> {
+      const { rows } = await sql<{ sessions: string | number; usage: SessionUsage | null }>`
+        select count(*) as sessions,
+          (select jsonb_object_agg(model, jsonb_build_object('prompt_tokens', prompt, 'completion_tokens', completion))
+           from (select entry.key as model, sum((entry.value->>'prompt_tokens')::bigint) as prompt, sum((entry.value->>'completion_tokens')::bigint) as completion
+                 from sessions, jsonb_each(sessions.usage) as entry where sessions.user_id = ${userId} group by entry.key) as by_model) as usage
+        from sessions where user_id = ${userId}`.execute(db);
+      return { sessions: Number(rows[0]?.sessions ?? 0), usage: rows[0]?.usage ?? {} };
+    },
+
     async list(options: { userId?: string; limit: number; after?: SessionCursor }): Promise<SessionPage> {
       const count = rowLimit(options.limit);
       if (count === 0) return { sessions: [], next: null };
@@ -242,6 +253,7 @@ function toRecord(row: Selectable<SessionsTable>): SessionRecord {
     transitions: row.transitions,
     deletedAt: row.deleted_at,
     metadata: row.metadata ?? {},
+    usage: row.usage ?? {},
   };
 }
 

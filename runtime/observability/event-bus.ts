@@ -1,3 +1,4 @@
+import type { Usage } from '../chat-types.js';
 import { EventEmitter } from 'node:events';
 
 /** Everything the runtime reports; logs, metrics, webhooks and the inspector subscribe here. */
@@ -5,8 +6,16 @@ export type RuntimeEvents = {
   'session:created': { sessionId: string; userId: string };
   'session:state_changed': { sessionId: string; userId: string; from: string; to: string; reason: string };
   'session:deleted': { sessionId: string; userId: string };
-  'turn:completed': { sessionId: string; userId: string; durationMs: number; outcome: 'ok' | 'llm_error' | 'cancelled' };
-  'llm:reply': { sessionId: string; durationMs: number; finishReason: string; toolCalls: number };
+  /** `usage`: the tokens the turn's LLM calls used, summed over their models. */
+  'turn:completed': {
+    sessionId: string;
+    userId: string;
+    durationMs: number;
+    outcome: 'ok' | 'llm_error' | 'cancelled';
+    usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+  };
+  /** `model`: the model the call named; `usage`: as the LLM server reported it (null: it did not). */
+  'llm:reply': { sessionId: string; durationMs: number; finishReason: string; toolCalls: number; model: string; usage: Usage | null };
   'llm:error': { sessionId: string; userId: string; durationMs: number; message: string };
   'tool:call': { sessionId: string; userId: string; tool: string; server: string; durationMs: number; outcome: 'ok' | 'error' };
   'memory:written': { sessionId: string; userId: string; entries: number; kind: 'conversation' | 'long_term' };

@@ -45,6 +45,12 @@ export class ServiceMetrics {
     });
     const llmDuration = new Histogram({ name: 'llm_request_duration_seconds', help: 'LLM calls by outcome (ok or error) and their duration.', labelNames: ['outcome'], buckets: DURATION_BUCKETS, registers });
     const llmErrors = new Counter({ name: 'llm_errors_total', help: 'LLM calls that failed (the server answered an error, timed out or was unreachable, or the call was cancelled).', registers });
+    const llmTokens = new Counter({
+      name: 'llm_tokens_total',
+      help: 'Tokens the LLM server reported for the service\'s calls (streamed ones included), by model and kind (prompt or completion).',
+      labelNames: ['model', 'kind'],
+      registers,
+    });
     const toolCalls = new Counter({ name: 'tool_calls_total', help: 'MCP tool calls, by tool server and outcome (ok or error).', labelNames: ['server', 'outcome'], registers });
     const turns = new Counter({ name: 'turns_total', help: 'Finished turns, by outcome (ok, llm_error or cancelled).', labelNames: ['outcome'], registers });
     const writeRetries = new Counter({ name: 'storage_write_retries_total', help: 'Database writes that failed and are tried again.', registers });
@@ -81,7 +87,12 @@ export class ServiceMetrics {
 
     const { events } = deps;
     this.detachers = [
-      events.on('llm:reply', ({ durationMs }) => llmDuration.observe({ outcome: 'ok' }, durationMs / 1000)),
+      events.on('llm:reply', ({ durationMs, model, usage }) => {
+        llmDuration.observe({ outcome: 'ok' }, durationMs / 1000);
+        if (!usage) return;
+        llmTokens.inc({ model, kind: 'prompt' }, usage.prompt_tokens);
+        llmTokens.inc({ model, kind: 'completion' }, usage.completion_tokens);
+      }),
       events.on('llm:error', ({ durationMs }) => {
         llmDuration.observe({ outcome: 'error' }, durationMs / 1000);
         llmErrors.inc();

@@ -5,6 +5,7 @@ import type { StateGraph } from '../../machines/index.js';
 import type { LlmClient } from '../llm/llm-client.js';
 import type { LongTermMemory } from '../memory/long-term-memory.js';
 import type { EventBus } from '../observability/event-bus.js';
+import type { CallLog } from '../observability/call-log.js';
 import type { ConversationStore, SessionStore } from '../ports.js';
 import { ServiceError } from '../service-error.js';
 import { notPending } from '../tools/tool-approvals.js';
@@ -36,6 +37,8 @@ export type SupervisorDeps = {
   newSessionId?: () => string;
   /** Leases that keep turns of a session one at a time across processes (PostgreSQL); none: this process is alone. */
   leases?: SessionLeases;
+  /** Where the turns' LLM and tool calls are recorded. */
+  calls?: CallLog;
   /** Receives every session actor's inspection events (the XState inspector). */
   inspect?: (event: InspectionEvent) => void;
 };
@@ -68,7 +71,7 @@ export class Supervisor {
         this.distrust(sessionId);
       },
     });
-    const runner = new TurnRunner({ llm: deps.llm, tools: deps.tools ?? NO_TOOLS, events: deps.events, store: this.store, settings, memory: deps.memory, leases: deps.leases });
+    const runner = new TurnRunner({ llm: deps.llm, tools: deps.tools ?? NO_TOOLS, events: deps.events, store: this.store, settings, memory: deps.memory, leases: deps.leases, calls: deps.calls });
     const machine = createSessionMachine(deps.graph).provide({
       actors: {
         callLlm: fromPromise<AgentReply, CallLlmInput>(({ input, signal }) => runner.callLlm(input, signal)),

@@ -1,15 +1,18 @@
+import { randomBytes } from 'node:crypto';
 import type { AgentReply, CallLlmInput, RunToolsInput, SessionEvent, StateApproval, ToolResult } from '../../machines/index.js';
 import type { ChatMessage, GenerationParams, ToolCall, ToolDefinition } from '../chat-types.js';
-import type { LlmClient, ToolCallDelta } from '../llm/llm-client.js';
+import type { LlmClient, LlmRequest, ToolCallDelta } from '../llm/llm-client.js';
+import type { CallLog } from '../observability/call-log.js';
 import type { LongTermMemory } from '../memory/long-term-memory.js';
 import type { EventBus } from '../observability/event-bus.js';
-import type { SessionProgress, SessionRecord, TransitionRecord } from '../ports.js';
+import type { NewCallRecord, SessionProgress, SessionRecord, SessionUsage, TransitionRecord } from '../ports.js';
 import { isServiceError, ServiceError } from '../service-error.js';
 import { approvalQuestion, denialResult, newApprovalRequestId, type ApprovalDecision, type ApprovalRequest } from '../tools/tool-approvals.js';
 import type { ToolCallResult, ToolCallScope, ToolRunner } from '../tools/tool-runner.js';
 import type { ActorCache, SessionActor } from './actor-cache.js';
 import { foldHistoryHash, textOf, toolCallTurn, toTurn, type Turn } from './conversation-history.js';
 import { handoffIn, stateRequiresApproval, transferTools } from './agent-handoffs.js';
+import { addUsage, llmCallRecord, mergeUsage, startCall, toolCallRecord, usageTotal } from './call-records.js';
 import { withPendingApprovals } from './pending-approvals.js';
 import type { SessionLeases } from './session-leases.js';
 import { buildContext } from './prompt-assembly.js';
@@ -35,11 +38,19 @@ export type TurnRunnerDeps = {
   settings: SupervisorSettings;
   memory?: LongTermMemory;
   leases?: SessionLeases;
+  /** Where the turns' LLM and tool calls are recorded (`/v1/agents/{id}/calls`). */
+  calls?: CallLog;
 };
 
 /** What a running turn keeps outside the actor: where its answer goes and what it gathered. */
 type ActiveTurn = {
   userId: string;
+  /** The turn's id in its call records (`turn_` and hex). */
+  turnId: string;
+  /** The tokens the turn's LLM calls used, by model. */
+  usage: SessionUsage;
+  /** The turn's calls still to be stored (`inspect.store_calls`). */
+  calls: NewCallRecord[];
   handlers: TurnHandlers;
   params: GenerationParams;
   clientTools: ToolDefinition[];
@@ -131,6 +142,9 @@ export class TurnRunner {
     const clientTools = request.clientTools ?? [];
     const turn: ActiveTurn = {
       userId: request.userId,
+      turnId: `turn_${randomBytes(8).toString('hex')}`,
+      usage: {},
+      calls: [],
       handlers,
       params: request.params,
       clientTools,
@@ -174,6 +188,8 @@ export class TurnRunner {
         // An unanswered turn leaves the hash where it was, so the same request can be sent again.
         // The client holds every reply as an assistant turn, the failure's text included.
         historyHash: answered ? foldHistoryHash(plan.baseHash, [...plan.hashed, reply]) : plan.baseHash,
+        // Tokens are counted whether or not the turn was answered: the LLM server did the work.
+        ...(Object.keys(turn.usage).length > 0 ? { usage: mergeUsage(session.usage, turn.usage) } : {}),
       };
       // The decided calls' results are stored whatever becomes of the turn: the approved ones ran.
       const ended = [...decided.map((result) => toTurn(toolMessage(result))), ...activity, ...replyTurns];
@@ -197,6 +213,7 @@ export class TurnRunner {
         userId: request.userId,
         durationMs: performance.now() - started,
         outcome: cancelled ? 'cancelled' : failure ? 'llm_error' : 'ok',
+        usage: usageTotal(turn.usage),
       });
       return { ...outcome, historyHash: progress.historyHash };
     } catch (error) {
@@ -205,7 +222,23 @@ export class TurnRunner {
       throw error;
     } finally {
       this.activeTurns.delete(sessionId);
+      this.storeCalls(sessionId, turn.calls);
     }
+  }
+
+  /** Keeps a call of a running turn in the call log (and, when calls are stored, for the turn's end). */
+  private record(turn: ActiveTurn, call: NewCallRecord): void {
+    const calls = this.deps.calls;
+    if (!calls) return;
+    calls.remember(call);
+    if (calls.stores) turn.calls.push(call);
+  }
+
+  /** Stores a finished turn's calls after its writes, whatever became of the turn (a failed call matters most). */
+  private storeCalls(sessionId: string, records: NewCallRecord[]): void {
+    const calls = this.deps.calls;
+    if (!calls || records.length === 0) return;
+    void this.deps.store.after(sessionId, 'store calls', () => calls.persist(records)).catch(() => undefined);
   }
 
   /**
@@ -226,15 +259,18 @@ export class TurnRunner {
     const clientDeltas: ToolCallDelta[] = [];
     const heldText: string[] = [];
     let streamedText = false;
+    const request: LlmRequest = {
+      model: state.model ?? turn.params.model,
+      temperature: state.temperature ?? turn.params.temperature,
+      max_tokens: state.max_tokens ?? turn.params.max_tokens,
+      messages: withStatePrompt(input.messages, state.prompt),
+      tools: [...this.deps.tools.definitions(state.tools), ...transferTools(input.handoffs), ...turn.clientTools],
+    };
+    const scope = { sessionId: input.sessionId, userId: turn.userId, turnId: turn.turnId, state: input.state };
+    const start = startCall();
     try {
       const reply = await this.deps.llm.generate(
-        {
-          model: state.model ?? turn.params.model,
-          temperature: state.temperature ?? turn.params.temperature,
-          max_tokens: state.max_tokens ?? turn.params.max_tokens,
-          messages: withStatePrompt(input.messages, state.prompt),
-          tools: [...this.deps.tools.definitions(state.tools), ...transferTools(input.handoffs), ...turn.clientTools],
-        },
+        request,
         {
           signal,
           onContent: streaming
@@ -254,6 +290,8 @@ export class TurnRunner {
               : undefined,
         },
       );
+      this.record(turn, llmCallRecord(scope, request, start, { value: reply }));
+      addUsage(turn.usage, request.model, reply.usage);
       const handoff = handoffIn(reply.toolCalls, input.handoffs);
       const shown = output === 'shown' || (output === 'hidden_on_handoff' && handoff === undefined);
       if (shown && heldText.length > 0) {
@@ -267,6 +305,8 @@ export class TurnRunner {
         durationMs: performance.now() - started,
         finishReason: reply.finishReason,
         toolCalls: reply.toolCalls.length,
+        model: request.model,
+        usage: reply.usage,
       });
       // The model chose the next agent state: the transfer wins over the reply's other calls.
       if (handoff) return { ...reply, toolCalls: [], handoff };
@@ -292,6 +332,7 @@ export class TurnRunner {
       turn.clientToolCalls = forClient;
       return { ...reply, toolCalls: [] };
     } catch (error) {
+      this.record(turn, llmCallRecord(scope, request, start, { error, cancelled: signal.aborted }));
       const message = error instanceof Error ? error.message : String(error);
       this.deps.events.emit('llm:error', { sessionId: input.sessionId, userId: turn.userId, durationMs: performance.now() - started, message });
       throw error;
@@ -304,7 +345,7 @@ export class TurnRunner {
     if (!turn) throw new Error(`no turn is running for session ${input.sessionId}`);
     const scope = { userId: turn.userId, sessionId: input.sessionId, signal };
     try {
-      return await this.withHeartbeat(turn, () => Promise.all(input.toolCalls.map((call) => this.runCall(turn, call, scope))));
+      return await this.withHeartbeat(turn, () => Promise.all(input.toolCalls.map((call) => this.runCall(turn, input.state, call, scope))));
     } catch (error) {
       if (isServiceError(error) && error.code === 'TOOL_AUTH_REQUIRED') turn.authError = error;
       throw error;
@@ -330,7 +371,8 @@ export class TurnRunner {
   private async decide(turn: ActiveTurn, sessionId: string, decisions: ApprovalDecision[], signal: AbortSignal): Promise<ToolCallResult[]> {
     const scope = { userId: turn.userId, sessionId, signal };
     const carryOut = (decision: ApprovalDecision) =>
-      decision.approve ? this.runCall(turn, decision.request.call, scope, decision.request) : Promise.resolve(denialResult(decision));
+      // An approved call is recorded in the agent state that asked for it.
+      decision.approve ? this.runCall(turn, decision.request.state ?? '', decision.request.call, scope, decision.request) : Promise.resolve(denialResult(decision));
     const results = await this.withHeartbeat(turn, () => Promise.all(decisions.map(carryOut)));
     // In the order they started (and were streamed), whichever finished first.
     turn.decidedSteps = decisions.flatMap((decision, index): TurnStep[] =>
@@ -340,20 +382,26 @@ export class TurnRunner {
   }
 
   /**
-   * Runs one call of the service's tools, shown as it starts and as it finished. An approved
+   * Runs one call of the service's tools in graph state `state`, shown as it starts and as it finished, and records it. An approved
    * call (`approved`) whose tool needs an account the user has not connected gets that as its
    * result: the request is decided and cannot be sent again, so the turn goes on.
    */
-  private async runCall(turn: ActiveTurn, call: ToolCall, scope: ToolCallScope, approved?: ApprovalRequest): Promise<ToolCallResult> {
+  private async runCall(turn: ActiveTurn, state: string, call: ToolCall, scope: ToolCallScope, approved?: ApprovalRequest): Promise<ToolCallResult> {
     const approval = approved ? { approvalRequestId: approved.id } : {};
     turn.handlers.onToolActivity?.({ phase: 'started', call, ...approval });
+    const recordScope = { sessionId: scope.sessionId, userId: turn.userId, turnId: turn.turnId, state };
+    const start = startCall();
     let result: ToolCallResult;
     try {
       result = await this.deps.tools.call(call, scope);
     } catch (error) {
-      if (!approved || !isServiceError(error) || error.code !== 'TOOL_AUTH_REQUIRED') throw error;
+      if (!approved || !isServiceError(error) || error.code !== 'TOOL_AUTH_REQUIRED') {
+        this.record(turn, toolCallRecord(recordScope, call, start, { error, cancelled: scope.signal.aborted }, approved?.id));
+        throw error;
+      }
       result = { toolCallId: call.id, name: call.function.name, content: `Error: ${error.message}`, isError: true, source: { server: approved.server, tool: approved.tool } };
     }
+    this.record(turn, toolCallRecord(recordScope, call, start, { value: result }, approved?.id));
     turn.toolResults.set(call.id, result);
     turn.handlers.onToolActivity?.({ phase: 'finished', call, result, ...approval });
     return result;

@@ -39,6 +39,7 @@ export function sseFrame(value: unknown): string {
 
 /** Rough usage from word counts: the prompt's message texts and the answer's text and tool calls. */
 export function usageOf(messages: FakeMessage[], plan: AnswerPlan): Usage {
+  if (plan.usage) return { ...plan.usage, total_tokens: plan.usage.prompt_tokens + plan.usage.completion_tokens };
   const prompt = messages.reduce((sum, message) => sum + countWords(textOf(message.content)), 0);
   const calls = plan.toolCalls.reduce((sum, call) => sum + 1 + countWords(call.arguments), 0);
   const completion = countWords(plan.content ?? '') + calls;

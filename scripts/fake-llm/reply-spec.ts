@@ -10,6 +10,8 @@ export type ReplyModifiers = {
   pieceDelayMs?: number;
   /** Destroy the socket after this many streamed pieces (a non-streamed body is cut in half instead). */
   cutAfterPieces?: number;
+  /** The usage to report instead of the word counts of the messages and the answer. */
+  usage?: { prompt_tokens: number; completion_tokens: number };
 };
 
 /** A text answer; it streams as `pieces` (which should join to `content`), word by word by default. */
@@ -53,6 +55,8 @@ export type AnswerPlan = {
   contentPieces: string[];
   toolCalls: PlannedToolCall[];
   finishReason: string;
+  /** Scripted usage (see `ReplyModifiers`); absent: counted from the words. */
+  usage?: { prompt_tokens: number; completion_tokens: number };
 };
 
 /** A reply reduced to what the server writes. */
@@ -104,6 +108,7 @@ function planAnswer(spec: ContentReply | ToolCallsReply | ReplyModifiers, defaul
     contentPieces: pieces,
     toolCalls,
     finishReason,
+    ...(spec.usage ? { usage: spec.usage } : {}),
   };
 }
 

@@ -211,7 +211,7 @@ describe('inspector routes (/inspect)', () => {
         events: bus,
         graph: loadGraph(loadConfig({ CONFIG_FILE: DEFAULT_CONFIG_FILE }).state.graph_path).graph,
         authenticate: (_req, _res, next) => next(),
-        history: { transitions: (_req, _res, next) => next(), messages: (_req, _res, next) => next() },
+        history: { transitions: (_req, _res, next) => next(), messages: (_req, _res, next) => next(), calls: (_req, _res, next) => next() },
         recentSessions: 10,
         keepAliveMs: 20,
       });

@@ -17,6 +17,8 @@ const CORE_NAMES = [
   '0009_responses',
   '0010_session_metadata',
   '0011_background_responses',
+  '0012_session_usage',
+  '0013_session_calls',
 ];
 const CORE = CORE_NAMES.map((name) => `core/${name}`);
 const MEMORY = ['memory/0001_memories', 'memory/0002_memory_embedder'];
@@ -102,6 +104,7 @@ for (const target of databaseTargets()) {
         'transitions',
         'deleted_at?',
         'metadata?',
+        'usage',
       ]);
     });
 

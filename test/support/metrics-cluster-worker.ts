@@ -22,7 +22,7 @@ const metrics = new ServiceMetrics({
   webhooks: { countPending: async () => Number(process.env.BACKLOG) },
 });
 for (let turn = 0; turn < Number(process.env.TURNS); turn += 1) {
-  events.emit('turn:completed', { sessionId: `s${turn}`, userId: 'u', durationMs: 1, outcome: 'ok' });
+  events.emit('turn:completed', { sessionId: `s${turn}`, userId: 'u', durationMs: 1, outcome: 'ok', usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } });
 }
 
 const app = express();

@@ -47,7 +47,7 @@ describe('ServiceMetrics', () => {
   });
 
   it('observes LLM call durations in seconds', async () => {
-    events.emit('llm:reply', { sessionId: 's1', durationMs: 1500, finishReason: 'stop', toolCalls: 0 });
+    events.emit('llm:reply', { sessionId: 's1', durationMs: 1500, finishReason: 'stop', toolCalls: 0, model: 'm', usage: null });
     events.emit('llm:error', { sessionId: 's1', userId: 'u1', durationMs: 250, message: 'HTTP 503' });
     const samples = await scrape();
     expect(sampleValue(samples, 'llm_request_duration_seconds_sum', { outcome: 'ok' })).to.equal(1.5);
@@ -55,6 +55,20 @@ describe('ServiceMetrics', () => {
     expect(sampleValue(samples, 'llm_request_duration_seconds_bucket', { outcome: 'ok', le: '2.5' })).to.equal(1);
     expect(sampleValue(samples, 'llm_request_duration_seconds_sum', { outcome: 'error' })).to.equal(0.25);
     expect(sampleValue(samples, 'llm_errors_total')).to.equal(1);
+  });
+
+  it('counts the tokens LLM calls report, by model and kind, and nothing for a call without usage', async () => {
+    const reply = (model: string, usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number } | null) =>
+      events.emit('llm:reply', { sessionId: 's1', durationMs: 5, finishReason: 'stop', toolCalls: 0, model, usage });
+    reply('big', { prompt_tokens: 12, completion_tokens: 3, total_tokens: 15 });
+    reply('big', { prompt_tokens: 8, completion_tokens: 2, total_tokens: 10 });
+    reply('small', { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 });
+    reply('other', null);
+    const samples = await scrape();
+    expect(sampleValue(samples, 'llm_tokens_total', { model: 'big', kind: 'prompt' })).to.equal(20);
+    expect(sampleValue(samples, 'llm_tokens_total', { model: 'big', kind: 'completion' })).to.equal(5);
+    expect(sampleValue(samples, 'llm_tokens_total', { model: 'small', kind: 'completion' })).to.equal(1);
+    expect(sampleValue(samples, 'llm_tokens_total', { model: 'other', kind: 'prompt' })).to.equal(undefined);
   });
 
   it('reads live sessions, cached actors and the webhook backlog when scraped', async () => {
@@ -81,9 +95,9 @@ describe('ServiceMetrics', () => {
   });
 
   it('stops counting runtime events once closed', async () => {
-    events.emit('turn:completed', { sessionId: 's1', userId: 'u', durationMs: 10, outcome: 'ok' });
+    events.emit('turn:completed', { sessionId: 's1', userId: 'u', durationMs: 10, outcome: 'ok', usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } });
     metrics.close();
-    events.emit('turn:completed', { sessionId: 's1', userId: 'u', durationMs: 10, outcome: 'ok' });
+    events.emit('turn:completed', { sessionId: 's1', userId: 'u', durationMs: 10, outcome: 'ok', usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } });
     expect(sampleValue(await scrape(), 'turns_total', { outcome: 'ok' })).to.equal(1);
   });
 
@@ -91,7 +105,7 @@ describe('ServiceMetrics', () => {
     const otherEvents = new EventBus();
     const other = new ServiceMetrics({ events: otherEvents, supervisor: { registry: createSessionRegistry(), cachedActors: 0 }, webhooks: { countPending: async () => 0 } });
     try {
-      events.emit('turn:completed', { sessionId: 's1', userId: 'u', durationMs: 10, outcome: 'cancelled' });
+      events.emit('turn:completed', { sessionId: 's1', userId: 'u', durationMs: 10, outcome: 'cancelled', usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } });
       other.observeRequest({ method: 'GET', route: '/health', status: 200 }, 0.01);
       expect(sampleValue(await scrape(), 'turns_total', { outcome: 'cancelled' })).to.equal(1);
       expect(sampleValue(await scrape(other), 'turns_total', { outcome: 'cancelled' })).to.equal(undefined);

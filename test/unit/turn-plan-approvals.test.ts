@@ -37,6 +37,7 @@ function sessionWaitingOn(pending: ApprovalRequest[]): SessionRecord {
     transitions: 4,
     deletedAt: null,
     metadata: {},
+    usage: {},
   };
 }
 

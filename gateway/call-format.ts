@@ -1,0 +1,57 @@
+import type { CallRecord } from '../runtime/ports.js';
+
+/**
+ * One recorded LLM or tool call, as `GET /v1/agents/{agent_id}/calls` and the inspector give
+ * it: when, where in the graph, how long and how it ended, then what was sent and returned.
+ */
+export type CallEntry = {
+  id: number;
+  type: 'llm' | 'tool';
+  turn_id: string;
+  state: string;
+  started_at: string;
+  duration_ms: number;
+  outcome: 'ok' | 'error' | 'cancelled';
+  error: string | null;
+} & (
+  | {
+      type: 'llm';
+      model: string;
+      temperature: number | null;
+      max_tokens: number | null;
+      /** Exactly the messages sent, the system prompt first. */
+      messages: unknown[];
+      /** The names of the tools offered. */
+      tools: string[];
+      finish_reason: string | null;
+      usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number } | null;
+    }
+  | {
+      type: 'tool';
+      name: string;
+      server: string | null;
+      tool: string | null;
+      arguments: string;
+      result: string | null;
+      approval_request_id: string | null;
+    }
+);
+
+/** A recorded call as its API entry. */
+export function callEntry(call: CallRecord): CallEntry {
+  const common = {
+    id: call.id,
+    turn_id: call.turnId,
+    state: call.state,
+    started_at: new Date(call.startedAt).toISOString(),
+    duration_ms: call.durationMs,
+    outcome: call.outcome,
+    error: call.error,
+  };
+  if (call.kind === 'llm') {
+    const { model, temperature, maxTokens, messages, tools, finishReason, usage } = call;
+    return { ...common, type: 'llm', model, temperature, max_tokens: maxTokens, messages, tools, finish_reason: finishReason, usage };
+  }
+  const { name, server, tool, arguments: args, result, approvalRequestId } = call;
+  return { ...common, type: 'tool', name, server, tool, arguments: args, result, approval_request_id: approvalRequestId };
+}

@@ -1,0 +1,89 @@
+import type { ToolCall, Usage } from '../chat-types.js';
+import type { LlmReply, LlmRequest } from '../llm/llm-client.js';
+import type { CallOutcome, LlmCallRecord, SessionUsage, ToolCallRecord } from '../ports.js';
+import type { ToolCallResult } from '../tools/tool-runner.js';
+
+/** Where a call was made: the session, its user, the turn and the graph state. */
+export type CallScope = { sessionId: string; userId: string; turnId: string; state: string };
+
+/** How a call ended: with its answer, or with an error (`cancelled` when its turn was). */
+export type CallEnd<T> = { value: T } | { error: unknown; cancelled: boolean };
+
+/** When a call started, by the wall clock (for the record) and the monotonic one (for its duration). */
+export type CallStart = { at: Date; mark: number };
+
+/** Marks the start of a call. */
+export function startCall(): CallStart {
+  return { at: new Date(), mark: performance.now() };
+}
+
+/** The record of an LLM call: exactly what was sent, and what came back or went wrong. */
+export function llmCallRecord(scope: CallScope, request: LlmRequest, start: CallStart, end: CallEnd<LlmReply>): LlmCallRecord {
+  const reply = 'value' in end ? end.value : undefined;
+  return {
+    kind: 'llm',
+    ...scope,
+    ...timing(start, end),
+    model: request.model,
+    temperature: request.temperature ?? null,
+    maxTokens: request.max_tokens ?? null,
+    messages: request.messages,
+    tools: (request.tools ?? []).flatMap((tool) => (tool.type === 'function' ? [tool.function.name] : [])),
+    finishReason: reply?.finishReason ?? null,
+    usage: reply?.usage ?? null,
+  };
+}
+
+/** The record of a call of the service's tools; a result marked as an error is a failed call. */
+export function toolCallRecord(scope: CallScope, call: ToolCall, start: CallStart, end: CallEnd<ToolCallResult>, approvalRequestId?: string): ToolCallRecord {
+  const result = 'value' in end ? end.value : undefined;
+  const failed = result?.isError === true;
+  return {
+    kind: 'tool',
+    ...scope,
+    ...timing(start, end),
+    ...(failed ? { outcome: 'error', error: result.content } : {}),
+    name: call.function.name,
+    server: result?.source?.server ?? null,
+    tool: result?.source?.tool ?? null,
+    arguments: call.function.arguments,
+    result: result?.content ?? null,
+    approvalRequestId: approvalRequestId ?? null,
+  };
+}
+
+function timing(start: CallStart, end: CallEnd<unknown>): { startedAt: Date; durationMs: number; outcome: CallOutcome; error: string | null } {
+  const durationMs = Math.round((performance.now() - start.mark) * 10) / 10;
+  if ('value' in end) return { startedAt: start.at, durationMs, outcome: 'ok', error: null };
+  return { startedAt: start.at, durationMs, outcome: end.cancelled ? 'cancelled' : 'error', error: errorText(end.error) };
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** Adds one call's usage to token totals by model (in place). */
+export function addUsage(totals: SessionUsage, model: string, usage: Usage | null): void {
+  if (!usage) return;
+  const entry = (totals[model] ??= { prompt_tokens: 0, completion_tokens: 0 });
+  entry.prompt_tokens += usage.prompt_tokens;
+  entry.completion_tokens += usage.completion_tokens;
+}
+
+/** Token totals plus more (a new object; neither is changed). */
+export function mergeUsage(totals: SessionUsage, more: SessionUsage): SessionUsage {
+  const merged: SessionUsage = structuredClone(totals);
+  for (const [model, usage] of Object.entries(more)) addUsage(merged, model, { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens });
+  return merged;
+}
+
+/** The sum over the models of token totals. */
+export function usageTotal(totals: SessionUsage): { prompt_tokens: number; completion_tokens: number; total_tokens: number } {
+  let prompt = 0;
+  let completion = 0;
+  for (const usage of Object.values(totals)) {
+    prompt += usage.prompt_tokens;
+    completion += usage.completion_tokens;
+  }
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+}
