@@ -176,6 +176,18 @@ describe('startFakeLlm', () => {
       expect(second.choices[0]?.finish_reason).to.equal('stop');
     });
 
+    it('reports the usage a rule scripts instead of the word counts, streamed or not', async () => {
+      fake.script({ reply: { content: 'one two three', usage: { prompt_tokens: 100, completion_tokens: 7 } }, times: 2 });
+      const plain = await client.chat.completions.create({ model: 'm', messages: [user('x')] });
+      const stream = await client.chat.completions.create({ model: 'm', messages: [user('x')], stream: true, stream_options: { include_usage: true } });
+      let streamed;
+      for await (const chunk of stream) streamed = chunk.usage ?? streamed;
+      const counted = await client.chat.completions.create({ model: 'm', messages: [user('a b')] });
+      expect(plain.usage).to.deep.include({ prompt_tokens: 100, completion_tokens: 7, total_tokens: 107 });
+      expect(streamed).to.deep.include({ prompt_tokens: 100, completion_tokens: 7, total_tokens: 107 });
+      expect(counted.usage).to.deep.include({ prompt_tokens: 2, completion_tokens: 3 });
+    });
+
     it('matches rules on the system messages when systemIncludes is given', async () => {
       fake.script({ match: { systemIncludes: 'You are billing' }, reply: { content: 'billing here' } });
       const billing = await client.chat.completions.create({ model: 'm', messages: [{ role: 'system', content: 'Base.\n\nYou are billing.' }, user('x')] });

@@ -136,6 +136,25 @@ for (const target of databaseTargets()) {
       expect((await store.list({ userId, limit: 1 })).sessions[0]!.metadata).to.deep.equal({ keep: 'me' });
     });
 
+    it('stores the usage a turn ends with, keeps it when one ends without, and sums a user\'s sessions by model, deleted ones too', async () => {
+      const userId = `user-${randomUUID()}`;
+      const [first, second] = [randomUUID(), randomUUID()];
+      await store.create({ sessionId: first, userId, metadata: {}, historyHash: null, records: [] });
+      await store.create({ sessionId: second, userId, metadata: {}, historyHash: null, records: [] });
+      expect((await store.get(first))!.usage).to.deep.equal({});
+      await store.completeTurn(first, [], progress({ usage: { big: { prompt_tokens: 10, completion_tokens: 2 }, small: { prompt_tokens: 1, completion_tokens: 1 } } }));
+      await store.completeTurn(first, [], progress({ transitions: 4 }));
+      await store.completeTurn(second, [], progress({ usage: { big: { prompt_tokens: 5, completion_tokens: 3 } } }));
+      expect((await store.get(first))!.usage).to.deep.equal({ big: { prompt_tokens: 10, completion_tokens: 2 }, small: { prompt_tokens: 1, completion_tokens: 1 } });
+      await store.markDeleted(second);
+
+      expect(await store.usageOf(userId)).to.deep.equal({
+        sessions: 2,
+        usage: { big: { prompt_tokens: 15, completion_tokens: 5 }, small: { prompt_tokens: 1, completion_tokens: 1 } },
+      });
+      expect(await store.usageOf(`nobody-${randomUUID()}`)).to.deep.equal({ sessions: 0, usage: {} });
+    });
+
     describe('a turn ending under its lease (completeTurn with a fence)', () => {
       const leases = () => createSessionLeaseRepository(database);
       const answer = (sessionId: string, message: string) => [{ userId: 'user-a', sessionId, role: 'assistant', message }];
