@@ -6,6 +6,8 @@ const KEY_STORAGE = 'svc-agent.inspect.api-key';
 const RECONNECT_MS = 2000;
 const REFRESH_MS = 200;
 const HISTORY_PAGE = 100;
+/** The transition reasons of a turn ended by a failed call: its way to the resting state is an error edge. */
+const FAILURE_REASONS = new Set(['llm_error', 'tool_error']);
 /** The runtime events after which a session may have new calls recorded. */
 const CALL_EVENTS = new Set(['llm:reply', 'llm:error', 'tool:call', 'turn:completed']);
 
@@ -87,6 +89,7 @@ async function open() {
     const svg = await inspectorData('/inspect/graph.svg', 'text');
     const drawing = new DOMParser().parseFromString(svg, 'image/svg+xml').documentElement;
     $('graph').replaceChildren(document.importNode(drawing, true));
+    markErrorEdges();
   } catch (error) {
     if (error instanceof KeyRefused) return askForKey(page.key ? error.message : null);
     $('history-note').hidden = false;
@@ -256,6 +259,7 @@ function renderTransitions() {
     tr.classList.toggle('live', live);
     tr.dataset.from = transition.from;
     tr.dataset.to = transition.to;
+    tr.classList.toggle('failure', FAILURE_REASONS.has(transition.reason));
     tr.append(cell(timeOf(transition.at)), cell(transition.from), cell(transition.to), cell(transition.reason ?? ''));
     return tr;
   };
@@ -263,6 +267,18 @@ function renderTransitions() {
     ...page.storedTransitions.map((transition) => row(transition, false)),
     ...page.liveTransitions.map((transition) => row(transition, true)),
   );
+  markErrorEdges();
+}
+
+/** Marks on the drawing each error edge the chosen session has taken (a failed LLM call or tool run). */
+function markErrorEdges() {
+  const graph = $('graph');
+  for (const edge of graph.querySelectorAll('.transition.taken-error')) edge.classList.remove('taken-error');
+  for (const transition of [...page.storedTransitions, ...page.liveTransitions]) {
+    if (!FAILURE_REASONS.has(transition.reason)) continue;
+    const selector = `.transition[data-from="${CSS.escape(transition.from)}"][data-to="${CSS.escape(transition.to)}"]`;
+    graph.querySelector(selector)?.classList.add('taken-error');
+  }
 }
 
 /** Appends the messages stored since the last load. */

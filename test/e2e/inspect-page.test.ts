@@ -180,7 +180,7 @@ describeInBrowser(`inspector page (/inspect) in a browser${hasChromium ? '' : ` 
   describe('the calls timeline', () => {
     const everything = useEverythingService();
 
-    it('groups a session\'s calls by turn, opens a call to what it was sent, and marks a failed call', async () => {
+    it('groups a session\'s calls by turn, opens a call to what it was sent, and marks a failed call and the error edge it took', async () => {
       const { harness: local } = everything;
       const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
       const chat = (content: string) =>
@@ -215,6 +215,7 @@ describeInBrowser(`inspector page (/inspect) in a browser${hasChromium ? '' : ` 
         expect(JSON.parse((await rows.nth(1).locator('.call-arguments').textContent())!)).to.deep.equal({ message: 'hi there' });
 
         // A failed LLM call arrives live: its row shows the outcome and the error without being opened.
+        expect(await page.locator('#graph .transition.taken-error').count()).to.equal(0);
         await chat('break [[error:503 the model is overloaded]]');
         const failed = turns.nth(1).locator('.call.outcome-error');
         await failed.waitFor();
@@ -224,6 +225,9 @@ describeInBrowser(`inspector page (/inspect) in a browser${hasChromium ? '' : ` 
         expect(await failed.locator('.call-error').textContent()).to.match(/503.*the model is overloaded/);
         expect(await backgroundOf(failed)).to.not.equal(await backgroundOf(rows.nth(0)));
         expect(await turns.nth(1).locator('.turn-failed').textContent()).to.equal('1 failed');
+        // The drawing marks the way the failure took: agent_reply back to the user.
+        await page.locator('#graph .transition.taken-error[data-from="agent_reply"][data-to="ask_user"]').waitFor();
+        expect(await page.locator('#graph .transition.taken-error').count()).to.equal(1);
         // New calls leave the rows opened before as they were.
         expect(await isOpen(rows.nth(0))).to.equal(true);
 
