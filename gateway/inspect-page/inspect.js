@@ -1,11 +1,15 @@
 // The session inspector page: sessions from /inspect/sessions, the state graph from
 // /inspect/graph.svg, live runtime events from /inspect/events (SSE read with fetch, so the
-// API key can go in the Authorization header), and a session's history from /inspect/sessions/{id}/.
+// API key can go in the Authorization header), and a session's history and calls from /inspect/sessions/{id}/.
 
 const KEY_STORAGE = 'svc-agent.inspect.api-key';
 const RECONNECT_MS = 2000;
 const REFRESH_MS = 200;
 const HISTORY_PAGE = 100;
+/** The transition reasons of a turn ended by a failed call: its way to the resting state is an error edge. */
+const FAILURE_REASONS = new Set(['llm_error', 'tool_error']);
+/** The runtime events after which a session may have new calls recorded. */
+const CALL_EVENTS = new Set(['llm:reply', 'llm:error', 'tool:call', 'turn:completed']);
 
 const $ = (id) => document.getElementById(id);
 
@@ -17,11 +21,17 @@ const page = {
   lastTransitionId: null,
   lastMessageId: null,
   storedTransitions: [],
+  /** The chosen session's calls shown: the newest one's id, and each turn's group by turn id. */
+  lastCallId: null,
+  turns: new Map(),
+  /** Changes at each choice of a session: a calls load begun for an earlier choice drops what it read. */
+  view: {},
   /** Transitions seen live and not stored yet (they are stored when the turn ends). */
   liveTransitions: [],
   /** History loads of one kind run one after the other. */
   transitionsLoad: Promise.resolve(),
   messagesLoad: Promise.resolve(),
+  callsLoad: Promise.resolve(),
   refreshTimer: null,
   stream: null,
   /** Session list reads sent, and the newest one shown: an older answer arriving late is dropped. */
@@ -79,6 +89,7 @@ async function open() {
     const svg = await inspectorData('/inspect/graph.svg', 'text');
     const drawing = new DOMParser().parseFromString(svg, 'image/svg+xml').documentElement;
     $('graph').replaceChildren(document.importNode(drawing, true));
+    markErrorEdges();
   } catch (error) {
     if (error instanceof KeyRefused) return askForKey(page.key ? error.message : null);
     $('history-note').hidden = false;
@@ -173,9 +184,11 @@ function select(id) {
   page.storedTransitions = [];
   page.liveTransitions = [];
   page.stateSeenAt = 0;
+  page.view = {};
   $('session-title').textContent = `Session ${id}`;
   $('history-note').hidden = true;
   $('messages').replaceChildren();
+  clearCalls();
   renderSessions();
   renderTransitions();
   showState(sessionById(id)?.state);
@@ -183,6 +196,7 @@ function select(id) {
   refreshSessionsSoon();
   loadTransitions();
   loadMessages();
+  loadCalls();
 }
 
 /** Marks `state` on the drawing, keeping the transition marked that led there when it is already the one marked. */
@@ -245,6 +259,7 @@ function renderTransitions() {
     tr.classList.toggle('live', live);
     tr.dataset.from = transition.from;
     tr.dataset.to = transition.to;
+    tr.classList.toggle('failure', FAILURE_REASONS.has(transition.reason));
     tr.append(cell(timeOf(transition.at)), cell(transition.from), cell(transition.to), cell(transition.reason ?? ''));
     return tr;
   };
@@ -252,6 +267,18 @@ function renderTransitions() {
     ...page.storedTransitions.map((transition) => row(transition, false)),
     ...page.liveTransitions.map((transition) => row(transition, true)),
   );
+  markErrorEdges();
+}
+
+/** Marks on the drawing each error edge the chosen session has taken (a failed LLM call or tool run). */
+function markErrorEdges() {
+  const graph = $('graph');
+  for (const edge of graph.querySelectorAll('.transition.taken-error')) edge.classList.remove('taken-error');
+  for (const transition of [...page.storedTransitions, ...page.liveTransitions]) {
+    if (!FAILURE_REASONS.has(transition.reason)) continue;
+    const selector = `.transition[data-from="${CSS.escape(transition.from)}"][data-to="${CSS.escape(transition.to)}"]`;
+    graph.querySelector(selector)?.classList.add('taken-error');
+  }
 }
 
 /** Appends the messages stored since the last load. */
@@ -283,9 +310,218 @@ function messageItem(message) {
   return item;
 }
 
+/** Forgets the calls shown. */
+function clearCalls() {
+  page.lastCallId = null;
+  page.turns = new Map();
+  $('calls').replaceChildren();
+  $('calls-empty').hidden = true;
+}
+
+/** Appends the calls recorded since the last load (`fromStart`: shows them all again). */
+function loadCalls({ fromStart = false } = {}) {
+  const id = page.selected;
+  const view = page.view;
+  page.callsLoad = page.callsLoad.then(async () => {
+    if (view !== page.view) return;
+    try {
+      const rows = await historyAfter(id, 'calls', fromStart ? null : page.lastCallId);
+      if (view !== page.view) return;
+      if (fromStart) clearCalls();
+      for (const call of rows) addCall(call);
+      if (rows.length > 0) page.lastCallId = rows.at(-1).id;
+      $('calls-empty').hidden = page.turns.size > 0;
+    } catch (error) {
+      showHistoryError(error);
+    }
+  });
+}
+
+/** Adds a call to its turn's group (a new group for a new turn); rows shown stay as they are, opened or not. */
+function addCall(call) {
+  let turn = page.turns.get(call.turn_id);
+  if (!turn) {
+    turn = turnGroup(call.turn_id);
+    page.turns.set(call.turn_id, turn);
+    $('calls').append(turn.item);
+  }
+  turn.calls.push(call);
+  turn.list.append(callItem(call));
+  renderTurnHeader(turn);
+}
+
+function turnGroup(turnId) {
+  const item = document.createElement('li');
+  item.className = 'turn';
+  item.dataset.turnId = turnId;
+  const header = document.createElement('div');
+  header.className = 'turn-header';
+  const list = document.createElement('ol');
+  list.className = 'turn-calls';
+  item.append(header, list);
+  return { item, header, list, calls: [] };
+}
+
+/** A turn's start time, its number of calls, the time from its first call's start to its last call's end, and its failures. */
+function renderTurnHeader(turn) {
+  const starts = turn.calls.map((call) => Date.parse(call.started_at));
+  const ends = turn.calls.map((call, i) => starts[i] + call.duration_ms);
+  const failed = turn.calls.filter((call) => call.outcome === 'error').length;
+  const cancelled = turn.calls.filter((call) => call.outcome === 'cancelled').length;
+  const count = turn.calls.length;
+  turn.item.classList.toggle('has-error', failed > 0);
+  turn.header.replaceChildren(
+    span('turn-time', timeOf(turn.calls[0].started_at)),
+    span('turn-count', `${count} ${count === 1 ? 'call' : 'calls'}`),
+    span('turn-duration', formatDuration(Math.max(...ends) - Math.min(...starts))),
+    ...(failed > 0 ? [span('turn-failed', `${failed} failed`)] : []),
+    ...(cancelled > 0 ? [span('turn-cancelled', `${cancelled} cancelled`)] : []),
+    span('turn-id', turn.item.dataset.turnId),
+  );
+}
+
+function span(className, text) {
+  const element = document.createElement('span');
+  element.className = className;
+  element.textContent = text;
+  return element;
+}
+
+function formatDuration(ms) {
+  if (ms >= 1000) return `${(ms / 1000).toFixed(2)} s`;
+  return `${ms >= 10 ? Math.round(ms) : Math.round(ms * 10) / 10} ms`;
+}
+
+/** One call's row: what it was and how it ended (a failure's error text shown), opening to its context. */
+function callItem(call) {
+  const item = document.createElement('li');
+  const details = document.createElement('details');
+  details.className = `call outcome-${call.outcome}`;
+  details.dataset.type = call.type;
+  details.dataset.callId = String(call.id);
+  const summary = document.createElement('summary');
+  summary.append(
+    span('call-type', call.type === 'llm' ? 'LLM' : 'tool'),
+    span('call-state', call.state),
+    span('call-name', call.type === 'llm' ? call.model : call.name),
+    span('call-duration', formatDuration(call.duration_ms)),
+    span('call-outcome', call.outcome),
+  );
+  if (call.type === 'llm' && call.usage) {
+    summary.append(span('call-tokens', `${call.usage.prompt_tokens} prompt + ${call.usage.completion_tokens} completion tokens`));
+  }
+  if (call.error) summary.append(span('call-error', call.error));
+  details.append(summary);
+  // A context can be large: it is built when the row is first opened.
+  details.addEventListener('toggle', () => {
+    if (details.open && !details.querySelector('.call-context')) details.append(callContext(call));
+  });
+  item.append(details);
+  return item;
+}
+
+/** What an LLM call was sent (settings, tool names, messages) and how it ended, or a tool call's arguments and result. */
+function callContext(call) {
+  const context = document.createElement('div');
+  context.className = 'call-context';
+  if (call.type === 'llm') {
+    const usage = call.usage ? `${call.usage.prompt_tokens} prompt + ${call.usage.completion_tokens} completion = ${call.usage.total_tokens}` : 'not reported';
+    context.append(
+      fields([
+        ['started', new Date(call.started_at).toLocaleString()],
+        ['model', call.model],
+        ['temperature', call.temperature ?? 'not sent'],
+        ['max_tokens', call.max_tokens ?? 'not sent'],
+        ['finish reason', call.finish_reason ?? '—'],
+        ['tokens', usage],
+      ]),
+      heading(`Tools (${call.tools.length})`),
+    );
+    const tools = document.createElement('p');
+    tools.className = 'call-tools';
+    tools.append(...(call.tools.length > 0 ? call.tools.map((name) => span('tool-name', name)) : [span('note', 'none')]));
+    const messages = document.createElement('ol');
+    messages.className = 'context-messages';
+    messages.append(...call.messages.map(contextMessage));
+    context.append(tools, heading(`Messages (${call.messages.length})`), messages);
+  } else {
+    context.append(
+      fields([
+        ['started', new Date(call.started_at).toLocaleString()],
+        ['server', call.server ?? '—'],
+        ['tool', call.tool ?? '—'],
+        ...(call.approval_request_id ? [['approval request', call.approval_request_id]] : []),
+      ]),
+      heading('Arguments'),
+      block('call-arguments', prettyJson(call.arguments)),
+      heading('Result'),
+      block('call-result', call.result ?? '(none)'),
+    );
+  }
+  return context;
+}
+
+function fields(pairs) {
+  const list = document.createElement('dl');
+  list.className = 'call-fields';
+  for (const [name, value] of pairs) {
+    const term = document.createElement('dt');
+    term.textContent = name;
+    const description = document.createElement('dd');
+    description.textContent = String(value);
+    list.append(term, description);
+  }
+  return list;
+}
+
+function heading(text) {
+  const element = document.createElement('h4');
+  element.textContent = text;
+  return element;
+}
+
+function block(className, text) {
+  const element = document.createElement('pre');
+  element.className = className;
+  element.textContent = text;
+  return element;
+}
+
+/** Arguments as indented JSON when they are JSON, else as sent. */
+function prettyJson(text) {
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    return text;
+  }
+}
+
+/** One message of an LLM call's context: its role, its content, and the tool calls it made or answers. */
+function contextMessage(message) {
+  const item = document.createElement('li');
+  item.className = `context-message role-${message.role}`;
+  const role = span('role', message.tool_call_id ? `${message.role} · ${message.tool_call_id}` : message.role);
+  item.append(role);
+  const text = contentText(message.content);
+  if (text) item.append(block('content', text));
+  for (const call of message.tool_calls ?? []) {
+    item.append(block('tool-call', `${call.function?.name ?? call.type}(${call.function?.arguments ?? ''}) · ${call.id ?? ''}`));
+  }
+  return item;
+}
+
+/** A message's content as text: a string as it is, the text of text parts, other parts as JSON. */
+function contentText(content) {
+  if (content === null || content === undefined) return '';
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return JSON.stringify(content);
+  return content.map((part) => (part?.type === 'text' ? part.text : JSON.stringify(part))).join('\n');
+}
+
 function onRuntimeEvent(event) {
   refreshSessionsSoon();
   if (event.session_id !== page.selected) return;
+  if (CALL_EVENTS.has(event.type)) loadCalls();
   if (event.type === 'session:state_changed') {
     page.stateSeenAt = page.listsRequested;
     highlight(event.to, event.from);
@@ -320,8 +556,10 @@ function followEvents() {
       if (response.status === 401) return askForKey(await errorMessage(response));
       if (!response.ok || !response.body) return reconnect();
       setConnection(true);
-      // Events missed while disconnected: the list is read again.
+      // Events missed while disconnected: the list is read again. Calls are read again from
+      // the first: a restarted service without stored calls numbers them from 1 again.
       refreshSessionsSoon();
+      if (page.selected) loadCalls({ fromStart: true });
       await readFrames(response.body, onRuntimeEvent);
       reconnect();
     })

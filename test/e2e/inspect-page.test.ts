@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import OpenAI from 'openai';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
+import { useEverythingService } from '../support/everything-service.js';
 import { EVERYTHING_STDIO_YAML, mcpDeploymentFile } from '../support/mcp-fixtures.js';
 import { startTestService, type TestService } from '../support/service-harness.js';
 
@@ -13,6 +14,9 @@ const CHROMIUM = '/usr/bin/chromium';
 const OUTPUT_DIR = fileURLToPath(new URL('../../test-output/', import.meta.url));
 const SESSION = 'inspected-in-browser';
 const KEY = 'inspect-page-key';
+
+/** What the scripted LLM received in a chat request. */
+type SentChat = { model: string; messages: Array<{ role: string; content?: unknown }>; tools?: Array<{ function: { name: string } }> };
 
 /** The state the drawing marks as current. */
 function currentState(page: Page): Promise<string | null> {
@@ -22,6 +26,19 @@ function currentState(page: Page): Promise<string | null> {
 async function expectCurrentState(page: Page, state: string): Promise<void> {
   await page.locator(`#graph .state.current[data-state="${state}"]`).waitFor();
   expect(await currentState(page)).to.equal(state);
+}
+
+/** Whether a `<details>` element is open. */
+async function isOpen(details: Locator): Promise<boolean> {
+  return (await details.getAttribute('open')) !== null;
+}
+
+/** What the function `backgroundOf` runs in the page uses there (the tests compile without the DOM's types). */
+type PageGlobals = { getComputedStyle(element: unknown): { backgroundColor: string } };
+
+/** The background colour the browser computed for an element. */
+function backgroundOf(element: Locator): Promise<string> {
+  return element.evaluate((node) => (globalThis as unknown as PageGlobals).getComputedStyle(node).backgroundColor);
 }
 
 const hasChromium = existsSync(CHROMIUM);
@@ -81,6 +98,8 @@ describeInBrowser(`inspector page (/inspect) in a browser${hasChromium ? '' : ` 
     hanging.abort();
     await held;
     await expectCurrentState(page, 'ask_user');
+    // The call the client left is shown cancelled, in its own turn.
+    await page.locator('#calls .turn .call.outcome-cancelled .call-outcome', { hasText: 'cancelled' }).waitFor();
 
     await client.chat.completions.create({ model: 'svc-default', messages: [{ role: 'user', content: 'second question' }] });
     await page.locator('#messages .role-user', { hasText: 'second question' }).waitFor();
@@ -156,6 +175,76 @@ describeInBrowser(`inspector page (/inspect) in a browser${hasChromium ? '' : ` 
       await local.close();
       rmSync(folder, { recursive: true, force: true });
     }
+  });
+
+  describe('the calls timeline', () => {
+    const everything = useEverythingService();
+
+    it('groups a session\'s calls by turn, opens a call to what it was sent, and marks a failed call and the error edge it took', async () => {
+      const { harness: local } = everything;
+      const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+      const chat = (content: string) =>
+        local.client.chat.completions.create({ model: 'svc-default', messages: [{ role: 'user', content }] }, { headers: { 'X-Session-ID': 'timeline-session' } });
+      try {
+        await chat('say it back [[tool:everything__echo {"message":"hi there"}]]');
+        const sent = local.llm.requests.filter((request) => request.kind === 'chat').map((request) => request.body as SentChat);
+        expect(sent).to.have.length(2);
+
+        const page = await context.newPage();
+        await page.goto(`${local.service.url}/inspect`);
+        await page.locator('#connection[data-status="live"]').waitFor();
+        await page.locator('#sessions tr[data-session-id="timeline-session"]').click();
+        const turns = page.locator('#calls > li.turn');
+        await turns.nth(0).locator('.turn-count', { hasText: '3 calls' }).waitFor();
+        const rows = turns.nth(0).locator('.call');
+        const shown = await Promise.all(
+          (await rows.all()).map(async (row) => `${await row.getAttribute('data-type')}:${await row.locator('.call-name').textContent()}:${await row.locator('.call-outcome').textContent()}`),
+        );
+        expect(shown).to.deep.equal([`llm:${sent[0]!.model}:ok`, 'tool:everything__echo:ok', `llm:${sent[1]!.model}:ok`]);
+        expect(await rows.nth(0).locator('.call-tokens').textContent()).to.match(/^\d+ prompt \+ \d+ completion tokens$/);
+
+        // Opened, the first LLM call shows exactly what the LLM server received.
+        await rows.nth(0).locator('summary').click();
+        const system = rows.nth(0).locator('.context-message.role-system .content');
+        await system.waitFor();
+        expect(sent[0]!.messages[0]!.role).to.equal('system');
+        expect(await system.textContent()).to.equal(sent[0]!.messages[0]!.content);
+        expect(await rows.nth(0).locator('.call-tools .tool-name').allTextContents()).to.deep.equal(sent[0]!.tools!.map((tool) => tool.function.name));
+        await rows.nth(1).locator('summary').click();
+        expect(await rows.nth(1).locator('.call-result').textContent()).to.equal('Echo: hi there');
+        expect(JSON.parse((await rows.nth(1).locator('.call-arguments').textContent())!)).to.deep.equal({ message: 'hi there' });
+
+        // A failed LLM call arrives live: its row shows the outcome and the error without being opened.
+        expect(await page.locator('#graph .transition.taken-error').count()).to.equal(0);
+        await chat('break [[error:503 the model is overloaded]]');
+        const failed = turns.nth(1).locator('.call.outcome-error');
+        await failed.waitFor();
+        expect(await isOpen(failed)).to.equal(false);
+        expect(await failed.locator('.call-outcome').textContent()).to.equal('error');
+        expect(await failed.locator('.call-error').isVisible()).to.equal(true);
+        expect(await failed.locator('.call-error').textContent()).to.match(/503.*the model is overloaded/);
+        expect(await backgroundOf(failed)).to.not.equal(await backgroundOf(rows.nth(0)));
+        expect(await turns.nth(1).locator('.turn-failed').textContent()).to.equal('1 failed');
+        // The drawing marks the way the failure took: agent_reply back to the user.
+        await page.locator('#graph .transition.taken-error[data-from="agent_reply"][data-to="ask_user"]').waitFor();
+        expect(await page.locator('#graph .transition.taken-error').count()).to.equal(1);
+        // New calls leave the rows opened before as they were.
+        expect(await isOpen(rows.nth(0))).to.equal(true);
+
+        // A tool that fails is a failed row too, in a turn that goes on.
+        await chat('try it [[tool:everything__no-such-tool {}]]');
+        const failedTool = turns.nth(2).locator('.call[data-type="tool"].outcome-error');
+        await failedTool.waitFor();
+        expect(await failedTool.locator('.call-name').textContent()).to.equal('everything__no-such-tool');
+        expect(await failedTool.locator('.call-error').textContent()).to.include('no-such-tool');
+        await turns.nth(2).locator('.turn-count', { hasText: '3 calls' }).waitFor();
+
+        await mkdir(OUTPUT_DIR, { recursive: true });
+        await page.screenshot({ path: `${OUTPUT_DIR}inspect-calls.png`, fullPage: true });
+      } finally {
+        await context.close();
+      }
+    });
   });
 
   it('asks again for a wrong key, saying why', async () => {
