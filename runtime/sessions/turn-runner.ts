@@ -208,6 +208,8 @@ export class TurnRunner {
         const memory = this.deps.memory;
         void store.after(sessionId, 'consolidate long-term memory', () => memory.consolidate(exchange)).catch(() => undefined);
       }
+      // Stored calls are in the database before the turn is announced, so a reader told of it finds them.
+      await this.storeCalls(sessionId, turn.calls.splice(0));
       this.deps.events.emit('turn:completed', {
         sessionId,
         userId: request.userId,
@@ -222,7 +224,7 @@ export class TurnRunner {
       throw error;
     } finally {
       this.activeTurns.delete(sessionId);
-      this.storeCalls(sessionId, turn.calls);
+      void this.storeCalls(sessionId, turn.calls);
     }
   }
 
@@ -234,11 +236,20 @@ export class TurnRunner {
     if (calls.stores) turn.calls.push(call);
   }
 
-  /** Stores a finished turn's calls after its writes, whatever became of the turn (a failed call matters most). */
-  private storeCalls(sessionId: string, records: NewCallRecord[]): void {
+  /**
+   * Stores a turn's calls after its writes, whatever became of the turn (a failed call matters
+   * most). Resolves once they are stored, or after `writeWaitMs` (the write goes on), never rejecting.
+   */
+  private async storeCalls(sessionId: string, records: NewCallRecord[]): Promise<void> {
     const calls = this.deps.calls;
     if (!calls || records.length === 0) return;
-    void this.deps.store.after(sessionId, 'store calls', () => calls.persist(records)).catch(() => undefined);
+    const write = this.deps.store.after(sessionId, 'store calls', () => calls.persist(records)).catch(() => undefined);
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, this.deps.settings.writeWaitMs);
+    });
+    await Promise.race([write, deadline]);
+    clearTimeout(timer);
   }
 
   /**
