@@ -86,7 +86,7 @@ export type ConfigValues = {
   limits: { requests_per_minute: number; burst: number; concurrent_requests: number };
   metrics: { enabled: boolean };
   inspect: { page: boolean; websocket_url: string; recent_sessions: number; recent_calls_per_session: number; recent_calls: number; store_calls: boolean };
-  log: { level: string };
+  log: { level: string; format: 'text' | 'json' };
   tools: {
     connect_timeout_ms: number;
     call_timeout_ms: number;
@@ -276,6 +276,12 @@ export const configSchema: convict.Schema<ConfigValues> = {
   },
   log: {
     level: { doc: 'Log level.', format: ['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly'], default: 'info', env: 'LOG_LEVEL' },
+    format: {
+      doc: 'How each line is written: `text` (time, level, message, then the ids and details as JSON) or `json` (one JSON object a line, for Loki, Elasticsearch or CloudWatch).',
+      format: ['text', 'json'],
+      default: 'text',
+      env: 'LOG_FORMAT',
+    },
   },
   tools: {
     connect_timeout_ms: { doc: 'Time-out of connecting to a tool server and listing its tools, in ms.', format: 'positive-int', default: 20_000, env: 'TOOLS_CONNECT_TIMEOUT_MS' },

@@ -1,7 +1,11 @@
 import type { Logger } from 'winston';
 import type { EventBus } from '../runtime/observability/event-bus.js';
 
-/** Writes the runtime's events to the log: failures with their traceback, the rest at debug (when that level is on). */
+/**
+ * Writes the runtime's events to the log: failures with their traceback, each tool call as one
+ * info line (never its arguments or result), the rest at debug (when that level is on). A line
+ * about a session names the session and its user.
+ */
 export function logRuntimeEvents(events: EventBus, logger: Logger): () => void {
   const unsubscribers = [
     events.on('storage:error', ({ operation, error, attempt, willRetry }) => {
@@ -9,9 +13,12 @@ export function logRuntimeEvents(events: EventBus, logger: Logger): () => void {
         stack: error.stack,
       });
     }),
-    events.on('llm:error', ({ sessionId, message, durationMs }) => {
-      logger.warn(`LLM call failed: ${message}`, { sessionId, durationMs: Math.round(durationMs) });
+    events.on('llm:error', ({ sessionId, userId, message, durationMs }) => {
+      logger.warn(`LLM call failed: ${message}`, { sessionId, userId, durationMs: Math.round(durationMs) });
     }),
+    events.on('tool:call', ({ sessionId, userId, server, tool, durationMs, outcome }) =>
+      logger.info(`tool ${server}/${tool} ${outcome}`, { sessionId, userId, server, tool, durationMs: Math.round(durationMs), outcome }),
+    ),
     events.on('oauth:refresh_failed', ({ userId, provider, reason, message }) =>
       logger.warn(`OAuth token refresh failed (${reason}): ${message}`, { userId, provider }),
     ),
@@ -31,10 +38,7 @@ export function logRuntimeEvents(events: EventBus, logger: Logger): () => void {
 function debugLines(events: EventBus, logger: Logger): (() => void)[] {
   return [
     events.on('session:created', ({ sessionId, userId }) => logger.debug('session created', { sessionId, userId })),
-    events.on('session:state_changed', ({ sessionId, from, to, reason }) => logger.debug(`session ${from} -> ${to}`, { sessionId, reason })),
-    events.on('tool:call', ({ sessionId, tool, server, durationMs, outcome }) =>
-      logger.debug(`tool ${server}/${tool} ${outcome}`, { sessionId, durationMs: Math.round(durationMs) }),
-    ),
+    events.on('session:state_changed', ({ sessionId, userId, from, to, reason }) => logger.debug(`session ${from} -> ${to}`, { sessionId, userId, reason })),
     events.on('oauth:refreshed', ({ userId, provider, durationMs }) =>
       logger.debug('OAuth token refreshed', { userId, provider, durationMs: Math.round(durationMs) }),
     ),

@@ -26,7 +26,7 @@ async function main(): Promise<void> {
     throw error;
   }
   if (config.app.workers > 1 && cluster.isPrimary) {
-    const logger = createLogger(config.log.level, 'primary');
+    const logger = createLogger(config.log, 'primary');
     // The workers ask the primary for what is counted once per instance: limits and metrics.
     const handlers = { ...limitHandlers(config.limits), ...metricsHandlers() };
     const code = await runPrimary(config, logger, { handlers }).catch((error: Error) => {
@@ -41,7 +41,7 @@ async function main(): Promise<void> {
 /** One process serving requests: the whole service, or one worker of several. */
 async function serve(config: AppConfig): Promise<void> {
   const worker = cluster.isWorker ? `worker ${process.env.SVC_WORKER_INDEX ?? cluster.worker?.id}` : undefined;
-  const logger = createLogger(config.log.level, worker);
+  const logger = createLogger(config.log, worker);
   // A worker is handed its connections by the primary (gateway/connection-handoff.ts).
   const handedConnections = worker ? { publicPort: Number(process.env.SVC_PUBLIC_PORT) } : undefined;
   const starting = startService(config, logger, { handedConnections }).catch((error: Error) => {

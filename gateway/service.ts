@@ -15,7 +15,7 @@ import type { EmbedderRecordStore, VectorMemoryStore } from '../runtime/ports.js
 import { createVectorMemory } from '../runtime/memory/vector-memory.js';
 import { SessionLeases } from '../runtime/sessions/session-leases.js';
 import { ServiceMetrics } from '../runtime/observability/metrics.js';
-import { Supervisor, type SupervisorSettings } from '../runtime/sessions/supervisor.js';
+import type { Supervisor, SupervisorSettings } from '../runtime/sessions/supervisor.js';
 import { createXStateInspector } from '../runtime/observability/xstate-inspector.js';
 import { createSessionLeaseRepository } from '../storage/session-lease-repository.js';
 import { createDatabase, createStores, migrateToLatest, type Database } from '../storage/index.js';
@@ -29,6 +29,7 @@ import { answerClientErrors } from './client-errors.js';
 import { acceptHandedConnections } from './connection-handoff.js';
 import { drainServer } from './drain-server.js';
 import { createInspectRoutes } from './inspect-routes.js';
+import { RequestSupervisor } from './request-supervisor.js';
 import { createUsageRouter } from './usage-route.js';
 import { createUsageLimiter } from './usage-limits.js';
 import { WebhookDispatcher } from '../runtime/webhooks/webhook-dispatcher.js';
@@ -131,7 +132,8 @@ export async function startService(config: AppConfig, logger: Logger, options: S
           writer,
           settings: { leaseMs: config.sessions.lease_ms },
           onLost: (sessionId) => {
-            logger.warn(`session ${sessionId}: its lease lapsed and another process took it; its actor here is dropped`);
+            const userId = supervisor.registry.getSnapshot().context.sessions.get(sessionId)?.userId;
+            logger.warn(`session ${sessionId}: its lease lapsed and another process took it; its actor here is dropped`, { sessionId, userId });
             supervisor.distrust(sessionId);
           },
           // Another worker or instance got a request for a session cached here: it gets the session as soon as its turn here ends.
@@ -143,7 +145,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     { perSession: config.inspect.recent_calls_per_session, total: config.inspect.recent_calls },
     config.inspect.store_calls ? createCallRepository(database.db) : undefined,
   );
-  const supervisor = new Supervisor({
+  const supervisor = new RequestSupervisor({
     calls,
     leases,
     inspect: inspector?.inspect,

@@ -26,7 +26,7 @@ const SECTION_INTROS: Record<string, string> = {
   limits: 'Per-user limits on chat requests, counted per instance (all its workers together). Past them the answer is 429 with `Retry-After`.',
   metrics: 'Prometheus metrics. See [deployment.md](deployment.md#metrics-and-health).',
   inspect: 'The session inspector page, and the connection to an external XState inspector.',
-  log: 'The log: one line per entry on standard output. Secrets and message bodies are never logged at `info`.',
+  log: 'The log: one line per entry on standard output, as text or as JSON for a log pipeline; each line of a request carries its ids. Secrets and message bodies are never logged at `info`. See [deployment.md](deployment.md#logs).',
   tools: 'Time-outs of the MCP tool servers (the servers themselves are listed under `mcp_servers`). See [mcp-servers.md](mcp-servers.md).',
   oauth: 'The identity provider where users connect their accounts for per-user tools. See [oauth.md](oauth.md).',
   auth: 'API keys. See [api.md](api.md#api-keys).',
