@@ -11,6 +11,6 @@ import { noteRequestIds } from './request-context.js';
 export function userOf(req: Request, res: Response, defaultUserId: string): string {
   const named = actingUser(res, [{ value: req.get('x-user-id'), param: 'X-User-ID' }]);
   const userId = checkIdentifier(named ?? defaultUserId, 'user_id');
-  noteRequestIds({ userId });
+  noteRequestIds(res.locals.requestId as string | undefined, { userId });
   return userId;
 }

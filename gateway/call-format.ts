@@ -49,9 +49,17 @@ export function callEntry(call: CallRecord): CallEntry {
     error: call.error,
   };
   if (call.kind === 'llm') {
-    const { model, temperature, maxTokens, messages, tools, finishReason, usage } = call;
+    const { model, temperature, maxTokens, finishReason, usage } = call;
+    const { messages, tools } = sentBody(call.request);
     return { ...common, type: 'llm', model, temperature, max_tokens: maxTokens, messages, tools, finish_reason: finishReason, usage };
   }
   const { name, server, tool, arguments: args, result, approvalRequestId } = call;
   return { ...common, type: 'tool', name, server, tool, arguments: args, result, approval_request_id: approvalRequestId };
+}
+
+/** The messages and tool names of an LLM call's JSON body (none when it was not sent). */
+function sentBody(body: string): { messages: unknown[]; tools: string[] } {
+  if (body === '') return { messages: [], tools: [] };
+  const sent = JSON.parse(body) as { messages?: unknown[]; tools?: Array<{ function?: { name?: string } }> };
+  return { messages: sent.messages ?? [], tools: (sent.tools ?? []).flatMap((tool) => (tool.function?.name ? [tool.function.name] : [])) };
 }

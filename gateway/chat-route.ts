@@ -60,6 +60,7 @@ function toTurnRequest(req: Request, res: Response, request: ChatRequest, defaul
   const sessionHint = sessionHeader !== undefined ? checkIdentifier(sessionHeader, 'session_id') : request.session_id;
   return {
     userId,
+    requestId: res.locals.requestId as string | undefined,
     sessionHint,
     messages: request.messages,
     clientTools: request.tools ?? undefined,

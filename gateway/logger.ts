@@ -1,5 +1,5 @@
 import winston from 'winston';
-import { currentRequestContext } from './request-context.js';
+import { contextOfSession } from './request-context.js';
 
 /** How log lines are written (`log.format`): `text` for people, `json` (one object a line) for a log pipeline. */
 export type LogFormat = 'text' | 'json';
@@ -20,8 +20,8 @@ export function createLogger(settings: LogSettings, label?: string): winston.Log
 }
 
 /**
- * How an entry becomes its line. A line written while a request is served carries the request's
- * ids (gateway/request-context.ts); what the entry names itself wins.
+ * How an entry becomes its line. A line about a session whose turn runs for a request carries
+ * that request's ids (gateway/request-context.ts); what the entry names itself wins.
  * - text: `<time> <level> [<label>] <message> {"requestId":…,"sessionId":…,"userId":…,…}`, the stack on the lines below;
  * - json: `{"timestamp","level","message","process","requestId","sessionId","userId",…,"stack"}` on one line.
  */
@@ -35,17 +35,13 @@ export function logLineFormat(format: LogFormat, label?: string): winston.Logfor
   );
 }
 
-/** Adds the ids of the request being served, unless the entry names another request, session or user. */
+/** Adds the ids of the request a session's turn runs for to a line about the session, unless the entry names another request or user. */
 const requestIds = winston.format((info) => {
-  const context = currentRequestContext();
+  const context = typeof info.sessionId === 'string' ? contextOfSession(info.sessionId) : undefined;
   if (!context || (info.requestId !== undefined && info.requestId !== context.requestId)) return info;
+  if (info.userId !== undefined && info.userId !== context.userId) return info;
   info.requestId = context.requestId;
-  const isSameSubject =
-    (info.sessionId === undefined || info.sessionId === context.sessionId) && (info.userId === undefined || info.userId === context.userId);
-  if (isSameSubject) {
-    if (context.sessionId !== undefined) info.sessionId ??= context.sessionId;
-    if (context.userId !== undefined) info.userId ??= context.userId;
-  }
+  if (context.userId !== undefined) info.userId ??= context.userId;
   return info;
 });
 

@@ -40,7 +40,7 @@ export function createResponsesRouter(deps: ResponsesRouterDeps): Router {
     const continuation = await continuationFor(deps, userId, request);
     const frame: ResponseFrame = { id: newItemId('resp'), createdAt: unixNow(), request, store: request.store ?? true, background: request.background ?? false };
     if (request.background) {
-      const turnOf = (from: Continuation | undefined) => turnRequestOf(deps, request, userId, from);
+      const turnOf = (from: Continuation | undefined) => turnRequestOf(deps, request, userId, from, res.locals.requestId as string | undefined);
       await startBackgroundResponse(deps, { request, userId, frame, continuation, turnOf, resolveAgain: () => continuationFor(deps, userId, request) }, res);
       return;
     }
@@ -101,11 +101,12 @@ type ResponseTurn = {
 };
 
 /** The session turn of a response, continuing where its continuation says. */
-function turnRequestOf(deps: ResponsesRouterDeps, request: ResponsesRequest, userId: string, continuation: Continuation | undefined): TurnRequest {
+function turnRequestOf(deps: ResponsesRouterDeps, request: ResponsesRequest, userId: string, continuation: Continuation | undefined, requestId: string | undefined): TurnRequest {
   // The instructions go after the agent's system prompt, as a client's system message does.
   const instructions: ChatMessage[] = request.instructions ? [{ role: 'system', content: request.instructions }] : [];
   return {
     userId,
+    requestId,
     sessionHint: continuation?.sessionHint,
     continuesAt: continuation?.continuesAt,
     messages: [...instructions, ...(continuation?.history ?? []), ...inputMessages(request)],
@@ -121,7 +122,7 @@ function turnRequestOf(deps: ResponsesRouterDeps, request: ResponsesRequest, use
 
 /** Runs the turn of a response and answers it, as JSON or as a stream of events. */
 async function answerTurn({ deps, request, userId, frame, continuation, res, signal }: ResponseTurn): Promise<void> {
-  const turn = turnRequestOf(deps, request, userId, continuation);
+  const turn = turnRequestOf(deps, request, userId, continuation, res.locals.requestId as string | undefined);
   // Stored with the turn's end, before the client has it, so that it can be continued as soon as it arrives.
   const recordOf: RecordOf = (body, outcome) =>
     frame.store

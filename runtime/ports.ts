@@ -164,14 +164,19 @@ type CallBase = {
   error: string | null;
 };
 
-/** An LLM call as it was made: the exact messages and tool names sent, the settings, and what came back. */
+/** An LLM call as it was made: the exact body sent (messages, tools, settings), and what came back. */
 export type LlmCallRecord = CallBase & {
   kind: 'llm';
   model: string;
   temperature: number | null;
   maxTokens: number | null;
-  messages: ChatMessage[];
-  tools: string[];
+  /**
+   * The JSON body sent to the LLM server, as sent ('' when the call failed before it was sent).
+   * Kept as the text the client made anyway: a string costs the garbage collector nothing to
+   * trace, where the context's objects, held by the recent calls, would be traced at every
+   * collection.
+   */
+  request: string;
   finishReason: string | null;
   usage: Usage | null;
 };

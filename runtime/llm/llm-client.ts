@@ -32,6 +32,8 @@ export type LlmCallOptions = {
   onContent?: (piece: string) => void;
   /** Streams the call and hands each tool-call piece here as it arrives. */
   onToolCallDelta?: (delta: ToolCallDelta) => void;
+  /** Given the exact JSON body of the call just before it is sent. */
+  onRequestBody?: (body: string) => void;
 };
 
 /** The link to the LLM server. */
@@ -68,7 +70,9 @@ export function createLlmClient(options: LlmClientOptions): LlmClient {
     const call = new CallSignal(callOptions.signal, options.timeoutMs);
     const { signal } = call;
     try {
-      const response = await pool.request({ path, method: 'POST', headers, body: JSON.stringify(body), signal });
+      const text = JSON.stringify(body);
+      callOptions.onRequestBody?.(text);
+      const response = await pool.request({ path, method: 'POST', headers, body: text, signal });
       if (response.statusCode !== 200) {
         throw new LlmCallError(`${response.statusCode} ${errorMessageOf(await response.body.text().catch(() => ''))}`);
       }

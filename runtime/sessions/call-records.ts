@@ -17,8 +17,8 @@ export function startCall(): CallStart {
   return { at: new Date(), mark: performance.now() };
 }
 
-/** The record of an LLM call: exactly what was sent, and what came back or went wrong. */
-export function llmCallRecord(scope: CallScope, request: LlmRequest, start: CallStart, end: CallEnd<LlmReply>): LlmCallRecord {
+/** The record of an LLM call: exactly what was sent (`body`, its JSON), and what came back or went wrong. */
+export function llmCallRecord(scope: CallScope, request: LlmRequest, body: string, start: CallStart, end: CallEnd<LlmReply>): LlmCallRecord {
   const reply = 'value' in end ? end.value : undefined;
   return {
     kind: 'llm',
@@ -27,8 +27,7 @@ export function llmCallRecord(scope: CallScope, request: LlmRequest, start: Call
     model: request.model,
     temperature: request.temperature ?? null,
     maxTokens: request.max_tokens ?? null,
-    messages: request.messages,
-    tools: (request.tools ?? []).flatMap((tool) => (tool.type === 'function' ? [tool.function.name] : [])),
+    request: body,
     finishReason: reply?.finishReason ?? null,
     usage: reply?.usage ?? null,
   };
@@ -72,7 +71,8 @@ export function addUsage(totals: SessionUsage, model: string, usage: Usage | nul
 
 /** Token totals plus more (a new object; neither is changed). */
 export function mergeUsage(totals: SessionUsage, more: SessionUsage): SessionUsage {
-  const merged: SessionUsage = structuredClone(totals);
+  const merged: SessionUsage = {};
+  for (const [model, usage] of Object.entries(totals)) merged[model] = { ...usage };
   for (const [model, usage] of Object.entries(more)) addUsage(merged, model, { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens });
   return merged;
 }

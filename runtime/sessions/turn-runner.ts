@@ -137,8 +137,8 @@ export class TurnRunner {
       dialogue: plan.dialogue,
     });
 
-    if (plan.isNew) this.deps.events.emit('session:created', { sessionId, userId: request.userId });
     handlers.onSessionReady?.(sessionId);
+    if (plan.isNew) this.deps.events.emit('session:created', { sessionId, userId: request.userId });
     const clientTools = request.clientTools ?? [];
     const turn: ActiveTurn = {
       userId: request.userId,
@@ -279,11 +279,15 @@ export class TurnRunner {
     };
     const scope = { sessionId: input.sessionId, userId: turn.userId, turnId: turn.turnId, state: input.state };
     const start = startCall();
+    let body = '';
     try {
       const reply = await this.deps.llm.generate(
         request,
         {
           signal,
+          onRequestBody: (sent) => {
+            body = sent;
+          },
           onContent: streaming
             ? (piece) => {
                 if (output === 'hidden_on_handoff') heldText.push(piece);
@@ -301,7 +305,7 @@ export class TurnRunner {
               : undefined,
         },
       );
-      this.record(turn, llmCallRecord(scope, request, start, { value: reply }));
+      this.record(turn, llmCallRecord(scope, request, body, start, { value: reply }));
       addUsage(turn.usage, request.model, reply.usage);
       const handoff = handoffIn(reply.toolCalls, input.handoffs);
       const shown = output === 'shown' || (output === 'hidden_on_handoff' && handoff === undefined);
@@ -343,7 +347,7 @@ export class TurnRunner {
       turn.clientToolCalls = forClient;
       return { ...reply, toolCalls: [] };
     } catch (error) {
-      this.record(turn, llmCallRecord(scope, request, start, { error, cancelled: signal.aborted }));
+      this.record(turn, llmCallRecord(scope, request, body, start, { error, cancelled: signal.aborted }));
       const message = error instanceof Error ? error.message : String(error);
       this.deps.events.emit('llm:error', { sessionId: input.sessionId, userId: turn.userId, durationMs: performance.now() - started, message });
       throw error;

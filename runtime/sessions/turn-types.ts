@@ -25,6 +25,8 @@ export const PRIVATE_STEP_ROLE = 'assistant_private';
 /** One user turn, as the gateway hands it over. */
 export type TurnRequest = {
   userId: string;
+  /** The id of the HTTP request the turn runs for: the log lines about the session while it runs name it. */
+  requestId?: string;
   /** The session the client named (X-Session-ID or session_id), if any. */
   sessionHint?: string;
   /**

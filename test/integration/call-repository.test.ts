@@ -19,11 +19,14 @@ function llmCall(sessionId: string, content: string): NewCallRecord {
     model: 'm',
     temperature: 0.2,
     maxTokens: null,
-    messages: [
-      { role: 'system', content: 'You are helpful.' },
-      { role: 'user', content },
-    ],
-    tools: ['everything__echo'],
+    request: JSON.stringify({
+      model: 'm',
+      messages: [
+        { role: 'system', content: 'You are helpful.' },
+        { role: 'user', content },
+      ],
+      tools: [{ type: 'function', function: { name: 'everything__echo' } }],
+    }),
     finishReason: 'stop',
     usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 },
   };
@@ -73,11 +76,13 @@ for (const target of databaseTargets()) {
       expect(rest.map((call) => call.kind)).to.deep.equal(['tool']);
     });
 
-    it('stores a NUL character in a message as U+FFFD instead of failing the write', async () => {
+    it('keeps a sent body with an escaped NUL as sent, and stores a NUL in a tool result as U+FFFD instead of failing the write', async () => {
       const sessionId = randomUUID();
-      await store.append([llmCall(sessionId, 'a\u0000b')]);
-      const [call] = await store.page(sessionId, { limit: 1 });
-      expect(call?.kind === 'llm' && call.messages[1]).to.deep.equal({ role: 'user', content: 'a\uFFFDb' });
+      const withNul = failedToolCall(sessionId);
+      await store.append([llmCall(sessionId, 'a\u0000b'), { ...withNul, result: 'x\u0000y' } as NewCallRecord]);
+      const [llm, tool] = await store.page(sessionId, { limit: 2 });
+      expect(llm?.kind === 'llm' && JSON.parse(llm.request).messages[1]).to.deep.equal({ role: 'user', content: 'a\u0000b' });
+      expect(tool?.kind === 'tool' && tool.result).to.equal('x\uFFFDy');
     });
 
     it("deletes one session's calls and counts them", async () => {

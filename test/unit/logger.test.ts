@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type winston from 'winston';
 import { logLineFormat, type LogFormat } from '../../gateway/logger.js';
-import { noteRequestIds, runInRequestContext } from '../../gateway/request-context.js';
+import { closeRequestContext, noteRequestIds, openRequestContext, releaseSession } from '../../gateway/request-context.js';
 
 /** Where winston keeps the finished line (triple-beam's MESSAGE). */
 const MESSAGE = Symbol.for('message');
@@ -47,30 +47,38 @@ describe('log lines (gateway/logger)', () => {
     expect(lineOf('text', { message: 'plain' })).to.match(/^\S+Z info plain$/);
   });
 
-  it('adds the request id to a line written while the request is served, and its session and user once noted', () => {
-    const [before, after] = runInRequestContext({ requestId: 'req-1' }, () => {
-      const first = jsonOf({ message: 'early' });
-      noteRequestIds({ userId: 'ada' });
-      noteRequestIds({ sessionId: 'session-1' });
-      return [first, jsonOf({ message: 'later', durationMs: 3 })];
-    });
-    expect(before).to.include({ requestId: 'req-1' });
-    expect(before).not.to.have.any.keys('sessionId', 'userId');
-    expect(Object.keys(after)).to.deep.equal(['timestamp', 'level', 'message', 'requestId', 'sessionId', 'userId', 'durationMs']);
-    expect(after).to.include({ requestId: 'req-1', sessionId: 'session-1', userId: 'ada' });
+  it('adds the ids of the request a session\'s turn runs for to a line about the session, until the turn ends', () => {
+    const context = openRequestContext('req-1');
+    noteRequestIds('req-1', { userId: 'ada' });
+    expect(jsonOf({ message: 'before the session is known', sessionId: 'session-1' })).not.to.have.property('requestId');
+    noteRequestIds('req-1', { sessionId: 'session-1' });
+    const during = jsonOf({ message: 'session ask_user -> agent_reply', sessionId: 'session-1', durationMs: 3 });
+    expect(Object.keys(during)).to.deep.equal(['timestamp', 'level', 'message', 'requestId', 'sessionId', 'userId', 'durationMs']);
+    expect(during).to.include({ requestId: 'req-1', sessionId: 'session-1', userId: 'ada' });
+    // The request ends first (a background response's turn goes on): its session's lines still name it.
+    closeRequestContext(context);
+    expect(jsonOf({ message: 'later', sessionId: 'session-1' })).to.include({ requestId: 'req-1' });
+    releaseSession('session-1', 'req-1');
+    expect(jsonOf({ message: 'after the turn', sessionId: 'session-1' })).not.to.have.property('requestId');
   });
 
   it('puts the ids first among the details of a text line', () => {
-    const line = runInRequestContext({ requestId: 'req-2', sessionId: 's', userId: 'u' }, () => lineOf('text', { message: 'tool a/b ok', durationMs: 4 }));
+    const context = openRequestContext('req-2');
+    noteRequestIds('req-2', { sessionId: 's', userId: 'u' });
+    const line = lineOf('text', { message: 'tool a/b ok', sessionId: 's', durationMs: 4 });
     expect(line).to.match(/ tool a\/b ok \{"requestId":"req-2","sessionId":"s","userId":"u","durationMs":4\}$/);
+    releaseSession('s', 'req-2');
+    closeRequestContext(context);
   });
 
-  it('keeps the ids a line names itself when it is about another session or user than the request', () => {
-    runInRequestContext({ requestId: 'req-3', sessionId: 'mine', userId: 'ada' }, () => {
-      expect(jsonOf({ message: 'evicted', sessionId: 'other', userId: 'bob' })).to.include({ requestId: 'req-3', sessionId: 'other', userId: 'bob' });
-      expect(jsonOf({ message: 'OAuth account connected', userId: 'bob' })).not.to.have.property('sessionId');
-      expect(jsonOf({ message: 'request failed', requestId: 'req-elsewhere' })).not.to.have.any.keys('sessionId', 'userId');
-    });
+  it('keeps the ids a line names itself: another request or user than the turn\'s, and lines about no session get none', () => {
+    const context = openRequestContext('req-3');
+    noteRequestIds('req-3', { sessionId: 'mine', userId: 'ada' });
+    expect(jsonOf({ message: 'evicted', sessionId: 'mine', userId: 'bob' })).not.to.have.property('requestId');
+    expect(jsonOf({ message: 'request failed', sessionId: 'mine', requestId: 'req-elsewhere' })).to.include({ requestId: 'req-elsewhere' }).and.not.to.have.property('userId');
+    expect(jsonOf({ message: 'OAuth account connected', userId: 'bob' })).not.to.have.any.keys('sessionId', 'requestId');
+    releaseSession('mine', 'req-3');
+    closeRequestContext(context);
   });
 
   it('adds no ids to a line written outside any request', () => {
