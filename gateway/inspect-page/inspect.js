@@ -380,11 +380,16 @@ function renderTurnHeader(turn) {
   );
 }
 
-function span(className, text) {
-  const element = document.createElement('span');
+/** An element of `tag` with a class and its text. */
+function textElement(tag, className, text) {
+  const element = document.createElement(tag);
   element.className = className;
   element.textContent = text;
   return element;
+}
+
+function span(className, text) {
+  return textElement('span', className, text);
 }
 
 function formatDuration(ms) {
@@ -481,10 +486,7 @@ function heading(text) {
 }
 
 function block(className, text) {
-  const element = document.createElement('pre');
-  element.className = className;
-  element.textContent = text;
-  return element;
+  return textElement('pre', className, text);
 }
 
 /** Arguments as indented JSON when they are JSON, else as sent. */
