@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import OpenAI from 'openai';
-import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
+import type { FakeLlm } from '../../scripts/fake-llm-server.js';
 import { lastContext, refusal } from '../support/openai-answers.js';
-import { serviceStorageTargets, type StorageTarget } from '../support/service-storage.js';
-import { startTestService, type TestService } from '../support/service-harness.js';
+import { serviceStorageTargets } from '../support/service-storage.js';
+import { useServiceOn } from '../support/target-service.js';
+import type { TestService } from '../support/service-harness.js';
 
 type ChatMessage = OpenAI.Chat.ChatCompletionMessageParam;
 
@@ -15,23 +16,11 @@ function itemSummary(items: OpenAI.Conversations.ConversationItem[]): string[] {
 
 for (const target of serviceStorageTargets()) {
   describe(`the Conversations API (${target.name})`, () => {
+    const service = useServiceOn(target);
     let llm: FakeLlm;
-    let storage: Awaited<ReturnType<StorageTarget['prepare']>>;
     let harness: TestService;
     let client: OpenAI;
-
-    before(async () => {
-      llm = await startFakeLlm();
-      storage = await target.prepare();
-      harness = await startTestService({ llm, env: storage.env });
-      client = harness.client;
-    });
-    after(async () => {
-      await harness?.close();
-      await storage?.cleanup();
-      await llm?.close();
-    });
-    beforeEach(() => llm.reset());
+    before(() => ({ llm, harness, client } = service));
 
     /** A client acting as `userId` (X-User-ID). */
     function clientOf(userId: string): OpenAI {

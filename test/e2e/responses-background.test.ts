@@ -1,10 +1,11 @@
 import { expect } from 'chai';
 import OpenAI from 'openai';
 import type { Response as OpenAIResponse, ResponseStreamEvent } from 'openai/resources/responses/responses';
-import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
+import type { FakeLlm } from '../../scripts/fake-llm-server.js';
 import { lastContext, refusal } from '../support/openai-answers.js';
-import { serviceStorageTargets, type StorageTarget } from '../support/service-storage.js';
-import { startTestService, type TestService } from '../support/service-harness.js';
+import { serviceStorageTargets } from '../support/service-storage.js';
+import { useServiceOn } from '../support/target-service.js';
+import type { TestService } from '../support/service-harness.js';
 import { waitFor } from '../support/wait-for.js';
 
 /** Twelve words the scripted LLM streams one by one, `paceMs` apart. */
@@ -25,23 +26,11 @@ function deltaText(events: ResponseStreamEvent[]): string {
 for (const target of serviceStorageTargets()) {
   describe(`background responses (${target.name})`, function () {
     this.timeout(30_000);
+    const service = useServiceOn(target);
     let llm: FakeLlm;
-    let storage: Awaited<ReturnType<StorageTarget['prepare']>>;
     let harness: TestService;
     let client: OpenAI;
-
-    before(async () => {
-      llm = await startFakeLlm();
-      storage = await target.prepare();
-      harness = await startTestService({ llm, env: storage.env });
-      client = harness.client;
-    });
-    after(async () => {
-      await harness?.close();
-      await storage?.cleanup();
-      await llm?.close();
-    });
-    beforeEach(() => llm.reset());
+    before(() => ({ llm, harness, client } = service));
 
     /** Retrieves a response until `done` holds for it. */
     function pollUntil(id: string, done: (response: OpenAIResponse) => boolean, what: string): Promise<OpenAIResponse> {

@@ -1,29 +1,18 @@
 import { expect } from 'chai';
 import OpenAI from 'openai';
-import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
+import type { FakeLlm } from '../../scripts/fake-llm-server.js';
 import { lastContext, refusal } from '../support/openai-answers.js';
-import { serviceStorageTargets, type StorageTarget } from '../support/service-storage.js';
-import { startTestService, type TestService } from '../support/service-harness.js';
+import { serviceStorageTargets } from '../support/service-storage.js';
+import { useServiceOn } from '../support/target-service.js';
+import type { TestService } from '../support/service-harness.js';
 
 for (const target of serviceStorageTargets()) {
   describe(`the Responses API (${target.name})`, () => {
+    const service = useServiceOn(target);
     let llm: FakeLlm;
-    let storage: Awaited<ReturnType<StorageTarget['prepare']>>;
     let harness: TestService;
     let client: OpenAI;
-
-    before(async () => {
-      llm = await startFakeLlm();
-      storage = await target.prepare();
-      harness = await startTestService({ llm, env: storage.env });
-      client = harness.client;
-    });
-    after(async () => {
-      await harness?.close();
-      await storage?.cleanup();
-      await llm?.close();
-    });
-    beforeEach(() => llm.reset());
+    before(() => ({ llm, harness, client } = service));
 
     it('answers responses.create with a completed response whose output_text is the agent reply, stored in the session transcript', async () => {
       const response = await client.responses.create({ model: 'svc-agent', input: 'Hello there', instructions: 'Answer briefly.', metadata: { ticket: '42' } });
