@@ -6,7 +6,7 @@ import type { ConversationRecord, ConversationStore, SessionCursor, SessionRecor
 import { ServiceError } from '../runtime/service-error.js';
 import { pendingApprovalsOf } from '../runtime/sessions/pending-approvals.js';
 import type { CallLog } from '../runtime/observability/call-log.js';
-import { usageTotal } from '../runtime/sessions/call-records.js';
+import { usageTotal, withTotal } from '../runtime/sessions/call-records.js';
 import type { Supervisor } from '../runtime/sessions/supervisor.js';
 import type { ToolRunner } from '../runtime/tools/tool-runner.js';
 import { actingUser, callerOf } from './api-keys.js';
@@ -196,7 +196,7 @@ async function agentResource(deps: AgentsRouterDeps, session: SessionRecord): Pr
       transitions: Math.max(live?.transitions ?? 0, session.transitions),
     },
     tools: deps.tools.definitions().flatMap((tool) => (tool.type === 'function' ? [tool.function.name] : [])),
-    usage: { ...usageTotal(session.usage), by_model: Object.fromEntries(Object.entries(session.usage).map(([model, usage]) => [model, usageTotal({ [model]: usage })])) },
+    usage: { ...usageTotal(session.usage), by_model: Object.fromEntries(Object.entries(session.usage).map(([model, tokens]) => [model, withTotal(tokens)])) },
     pending_approvals: pendingApprovalsOf(session.snapshot).map(approvalRequestItem),
     created_at: session.createdAt.toISOString(),
     last_active: new Date(lastActive).toISOString(),

@@ -46,8 +46,3 @@ export function releaseSession(sessionId: string, requestId: string | undefined)
 export function contextOfSession(sessionId: string): RequestContext | undefined {
   return bySession.get(sessionId);
 }
-
-/** The context of an open request, if any. */
-export function contextOfRequest(requestId: string): RequestContext | undefined {
-  return byRequest.get(requestId);
-}

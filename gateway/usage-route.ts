@@ -1,6 +1,6 @@
 import { Router, type RequestHandler } from 'express';
 import type { SessionStore } from '../runtime/ports.js';
-import { usageTotal } from '../runtime/sessions/call-records.js';
+import { usageTotal, withTotal } from '../runtime/sessions/call-records.js';
 import { actingUser } from './api-keys.js';
 import { checkIdentifier } from './chat-request.js';
 import { singleQuery } from './list-query.js';
@@ -27,7 +27,7 @@ export function createUsageRouter(deps: UsageRouterDeps): Router {
     const { sessions, usage } = await deps.sessions.usageOf(userId);
     const byModel = Object.entries(usage)
       .sort(([a], [b]) => a.localeCompare(b))
-      .map(([model, tokens]) => ({ model, ...usageTotal({ [model]: tokens }) }));
+      .map(([model, tokens]) => ({ model, ...withTotal(tokens) }));
     res.json({ object: 'usage', user_id: userId, sessions, ...usageTotal(usage), by_model: byModel });
   });
   return router;

@@ -73,17 +73,22 @@ export function addUsage(totals: SessionUsage, model: string, usage: Usage | nul
 export function mergeUsage(totals: SessionUsage, more: SessionUsage): SessionUsage {
   const merged: SessionUsage = {};
   for (const [model, usage] of Object.entries(totals)) merged[model] = { ...usage };
-  for (const [model, usage] of Object.entries(more)) addUsage(merged, model, { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens });
+  for (const [model, usage] of Object.entries(more)) addUsage(merged, model, withTotal(usage));
   return merged;
 }
 
+/** Prompt and completion tokens with their sum. */
+export function withTotal(tokens: { prompt_tokens: number; completion_tokens: number }): Usage {
+  return { prompt_tokens: tokens.prompt_tokens, completion_tokens: tokens.completion_tokens, total_tokens: tokens.prompt_tokens + tokens.completion_tokens };
+}
+
 /** The sum over the models of token totals. */
-export function usageTotal(totals: SessionUsage): { prompt_tokens: number; completion_tokens: number; total_tokens: number } {
+export function usageTotal(totals: SessionUsage): Usage {
   let prompt = 0;
   let completion = 0;
   for (const usage of Object.values(totals)) {
     prompt += usage.prompt_tokens;
     completion += usage.completion_tokens;
   }
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+  return withTotal({ prompt_tokens: prompt, completion_tokens: completion });
 }

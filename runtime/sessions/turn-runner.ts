@@ -244,13 +244,7 @@ export class TurnRunner {
   private async storeCalls(sessionId: string, records: NewCallRecord[]): Promise<void> {
     const calls = this.deps.calls;
     if (!calls || records.length === 0) return;
-    const write = this.deps.store.after(sessionId, 'store calls', () => calls.persist(records)).catch(() => undefined);
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, this.deps.settings.writeWaitMs);
-    });
-    await Promise.race([write, deadline]);
-    clearTimeout(timer);
+    await this.deps.store.afterWithin(sessionId, 'store calls', () => calls.persist(records));
   }
 
   /**

@@ -128,6 +128,14 @@ export class TurnStore {
   }
 
   /**
+   * Queues work behind the session's writes, as `after`, and waits for it at most `writeWaitMs`
+   * (the work goes on alone past it). Its failure is not the turn's: it never rejects.
+   */
+  async afterWithin(sessionId: string, operation: string, work: () => Promise<unknown>): Promise<void> {
+    await this.waitForWrite(this.after(sessionId, operation, work).catch(() => undefined));
+  }
+
+  /**
    * Waits for a write to commit, at most `writeWaitMs` (true: it did); a write still retrying goes on alone.
    * A write that failed for good (the database refused its data) fails the turn: it is never
    * answered as if it were stored.
