@@ -46,9 +46,17 @@ for (const target of databaseTargets()) {
       return { id: record.id, reason };
     }
 
+    /** When the stored lease of a run ends. */
+    async function expiryOf(id: string): Promise<number> {
+      const row = await database.db.selectFrom('background_runs').select('expires_at').where('response_id', '=', id).executeTakeFirstOrThrow();
+      return new Date(row.expires_at).getTime();
+    }
+
     it('keeps a run alive past its lease while its process renews it', async () => {
       const { id } = await runHere();
-      await new Promise((resolve) => setTimeout(resolve, 3 * LEASE_MS));
+      const firstExpiry = await expiryOf(id);
+      // Past the first lease's end, and renewed since: unrenewed, it would have lapsed by now.
+      await waitFor(async () => Date.now() > firstExpiry && (await expiryOf(id)) > Date.now(), 'a renewal past the first lease');
       expect(await there.failLapsed()).to.not.include(id);
       await here.cancel(id);
     });
