@@ -1,6 +1,7 @@
 import type { ChatMessage } from '../runtime/chat-types.js';
 import type { ResponseRecord, ResponseStore, SessionStore } from '../runtime/ports.js';
 import { ServiceError } from '../runtime/service-error.js';
+import type { Supervisor } from '../runtime/sessions/supervisor.js';
 import { liveConversation } from './conversation-lookup.js';
 import { conversationIdOf, itemsAsMessages, type InputItem, type ResponsesRequest } from './responses-request.js';
 
@@ -20,8 +21,8 @@ export type Continuation = {
   previousResponseId: string | null;
 };
 
-/** What resolving a continuation reads. */
-type ContinuationDeps = { responses: ResponseStore; sessions: SessionStore };
+/** What resolving a continuation reads: the supervisor's cached sessions first, then storage. */
+type ContinuationDeps = { responses: ResponseStore; sessions: SessionStore; supervisor: Pick<Supervisor, 'responseEnd'> };
 
 /** Where a request continues from: its `previous_response_id`, its `conversation`, or nowhere (a new session). */
 export function continuationFor(deps: ContinuationDeps, userId: string, request: ResponsesRequest): Promise<Continuation | undefined> {
@@ -38,6 +39,10 @@ export function continuationFor(deps: ContinuationDeps, userId: string, request:
  * response of another user does not exist for this one.
  */
 export async function continuationOf(deps: ContinuationDeps, userId: string, previousId: string): Promise<Continuation> {
+  // The newest response of a session cached here continues it: the turn's check under the
+  // session's lock (`continuesAt`) refuses it if the session has moved on meanwhile.
+  const cached = deps.supervisor.responseEnd(previousId);
+  if (cached?.userId === userId) return { sessionHint: cached.sessionId, continuesAt: cached.historyHash, history: [], previousResponseId: previousId };
   const end = await deps.responses.endOf(previousId);
   if (!end || end.userId !== userId) throw responseNotFound(previousId, 'previous_response_id');
   if (end.status === 'queued' || end.status === 'in_progress') {

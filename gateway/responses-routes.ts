@@ -80,9 +80,13 @@ export function createResponsesRouter(deps: ResponsesRouterDeps): Router {
 
   router.delete('/v1/responses/:response_id', async (req, res) => {
     const id = String(req.params.response_id);
-    await ownResponse(deps.responses, userOf(req, res, deps.defaults.userId), id);
+    const record = await ownResponse(deps.responses, userOf(req, res, deps.defaults.userId), id);
+    // A response that ended may be its session's newest, which the process caching the session
+    // continues without a read: the session is retired first (here, and on any other process
+    // by taking its lease), so no process continues a deleted response from memory.
+    if (isFinalStatus(record.body.status)) await deps.supervisor.retire(record.sessionId, () => deps.responses.remove(id));
     // A background response still running stops: here now, on another process at its next renewal.
-    await deps.responses.remove(id);
+    else await deps.responses.remove(id);
     res.json({ id, object: 'response', deleted: true });
   });
 

@@ -12,10 +12,14 @@ export type SessionActor = Actor<SessionMachine>;
 
 /**
  * A live session: its actor, its stored row as this process last wrote it, the lease
- * generation of its last turn here (0 without leases), and its last `shortTermTurns` stored
- * turns when they were read or written here (undefined: not known, read them when needed).
+ * generation of its last turn here (0 without leases), its last `shortTermTurns` stored
+ * turns when they were read or written here (undefined: not known, read them when needed),
+ * and the stored response its last turn here answered, if that turn was a response's.
  */
-export type CachedActor = { actor: SessionActor; session: SessionRecord; lastUsed: number; generation: number; recent?: Turn[] };
+export type CachedActor = { actor: SessionActor; session: SessionRecord; lastUsed: number; generation: number; recent?: Turn[]; newestResponseId?: string };
+
+/** A cached session's newest response: where continuing it goes on, with no read. */
+export type CachedResponseEnd = { sessionId: string; userId: string; historyHash: string };
 
 /** What the actor cache is built from. */
 export type ActorCacheDeps = {
@@ -41,6 +45,8 @@ export type ActorCacheDeps = {
  */
 export class ActorCache {
   private readonly cache = new Map<string, CachedActor>();
+  /** The session of each cached session's newest response, by response id. */
+  private readonly sessionOfResponse = new Map<string, string>();
   private readonly locks = new SessionLocks();
   private readonly sweeper: NodeJS.Timeout;
 
@@ -113,12 +119,31 @@ export class ActorCache {
     return { actor, startsTurn };
   }
 
-  /** Keeps the row a finished turn wrote, and its last turns when known, beside the cached actor. */
-  remember(sessionId: string, session: SessionRecord, recent: Turn[] | undefined): void {
+  /**
+   * Keeps the row a finished turn wrote, its last turns when known, and the response it
+   * stored (its id: the turn was a stored response's), beside the cached actor.
+   */
+  remember(sessionId: string, session: SessionRecord, recent: Turn[] | undefined, responseId?: string): void {
     const cached = this.cache.get(sessionId);
     if (!cached) return;
     cached.session = session;
     cached.recent = recent;
+    this.forgetResponse(cached);
+    if (responseId === undefined) return;
+    cached.newestResponseId = responseId;
+    this.sessionOfResponse.set(responseId, sessionId);
+  }
+
+  /**
+   * Where a response continues, when it is the newest of a session cached here and trusted
+   * (no other process asked for it): its session is at the response's history hash. Undefined
+   * otherwise: the caller reads the response's end from storage.
+   */
+  responseEnd(responseId: string): CachedResponseEnd | undefined {
+    const sessionId = this.sessionOfResponse.get(responseId);
+    const cached = sessionId === undefined ? undefined : this.cache.get(sessionId);
+    if (!cached || cached.generation < 0 || cached.session.historyHash === null) return undefined;
+    return { sessionId: cached.session.sessionId, userId: cached.session.userId, historyHash: cached.session.historyHash };
   }
 
   /** Forgets the last turns kept beside the actor: the next turn reads them from storage. */
@@ -154,8 +179,15 @@ export class ActorCache {
     const cached = this.cache.get(sessionId);
     if (!cached) return;
     cached.actor.stop();
+    this.forgetResponse(cached);
     this.cache.delete(sessionId);
     this.deps.registry.trigger.remove({ sessionId });
+  }
+
+  private forgetResponse(cached: CachedActor): void {
+    if (cached.newestResponseId === undefined) return;
+    this.sessionOfResponse.delete(cached.newestResponseId);
+    cached.newestResponseId = undefined;
   }
 
   /** Reports every transition of an actor on the event bus and in the registry. */

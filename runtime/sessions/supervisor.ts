@@ -10,7 +10,7 @@ import type { ConversationStore, SessionStore } from '../ports.js';
 import { ServiceError } from '../service-error.js';
 import { notPending } from '../tools/tool-approvals.js';
 import { NO_TOOLS, type ToolRunner } from '../tools/tool-runner.js';
-import { ActorCache } from './actor-cache.js';
+import { ActorCache, type CachedResponseEnd } from './actor-cache.js';
 import { historyHashOf, splitConversation } from './conversation-history.js';
 import type { DurableWriter } from './durable-writer.js';
 import type { SessionLeases } from './session-leases.js';
@@ -103,6 +103,11 @@ export class Supervisor {
   /** Session actors held in memory. */
   get cachedActors(): number {
     return this.cache.size;
+  }
+
+  /** Where a stored response continues without a read: see `ActorCache.responseEnd`. */
+  responseEnd(responseId: string): CachedResponseEnd | undefined {
+    return this.cache.responseEnd(responseId);
   }
 
   /** Runs one user turn through the session's actor and returns how it ended. */

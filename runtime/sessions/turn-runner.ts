@@ -197,7 +197,7 @@ export class TurnRunner {
       const response = answered ? request.responseRecord?.({ ...outcome, historyHash: progress.historyHash }) : undefined;
       await store.persistEnd(sessionId, ended, request.userId, progress, fence, response);
       const recent = plan.recent && [...plan.recent, ...plan.toStore, ...ended].slice(-settings.shortTermTurns);
-      this.cache.remember(sessionId, { ...session, ...progress, lastActive: new Date() }, recent);
+      this.cache.remember(sessionId, { ...session, ...progress, lastActive: new Date() }, recent, response?.id);
       if (turn.authError) throw turn.authError;
       if (failsAsError) {
         throw new ServiceError('UPSTREAM_UNAVAILABLE', `${LLM_FAILURE_PREFIX.slice('Error: '.length)}${failure.message}`, {

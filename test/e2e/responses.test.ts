@@ -68,6 +68,25 @@ for (const target of serviceStorageTargets()) {
       expect(await sessionOf(after.id)).to.equal(await sessionOf(branch.id));
     });
 
+    it('branches from a response whose session a chat completions turn has moved on since', async () => {
+      const first = await client.responses.create({ model: 'svc-agent', input: 'one' });
+      const sessionId = (await harness.service.database.db.selectFrom('responses').select('session_id').where('id', '=', first.id).executeTakeFirstOrThrow()).session_id;
+      const chat = await fetch(`${harness.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', 'X-Session-ID': sessionId },
+        body: JSON.stringify({ messages: [{ role: 'user', content: 'two, by chat' }] }),
+      });
+      expect(chat.status).to.equal(200);
+      const branch = await client.responses.create({ model: 'svc-agent', input: 'two, by responses', previous_response_id: first.id });
+      expect(lastContext(llm).slice(1)).to.deep.equal([
+        { role: 'user', content: 'one' },
+        { role: 'assistant', content: 'Echo: one' },
+        { role: 'user', content: 'two, by responses' },
+      ]);
+      const branchSession = (await harness.service.database.db.selectFrom('responses').select('session_id').where('id', '=', branch.id).executeTakeFirstOrThrow()).session_id;
+      expect(branchSession).to.not.equal(sessionId);
+    });
+
     it('continues the newest response once when two requests continue it at the same time: the other branches from it', async () => {
       const first = await client.responses.create({ model: 'svc-agent', input: 'start' });
       llm.script({ match: { lastUserIncludes: 'at once' }, reply: { content: 'slow answer', delayMs: 300 }, times: 2 });

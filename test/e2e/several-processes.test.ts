@@ -35,6 +35,13 @@ async function chat(service: TestService, messages: Message[], sessionId?: strin
   return { status: response.status, content: body.choices?.[0]?.message.content ?? '', sessionId: response.headers.get('x-session-id') };
 }
 
+type ResponseBody = { id: string; error?: { param?: string } };
+
+async function respond(service: TestService, request: Record<string, unknown>): Promise<{ status: number; body: ResponseBody }> {
+  const response = await fetch(`${service.baseURL}/responses`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(request) });
+  return { status: response.status, body: (await response.json()) as ResponseBody };
+}
+
 async function transcript(url: string, sessionId: string): Promise<Array<{ role: string; message: string }>> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
@@ -83,6 +90,20 @@ for (const shared of databases) {
       }
       const stored = await transcript(database.url, sessionId!);
       expect(stored.map((row) => row.message)).to.deep.equal(history.map((message) => message.content));
+    });
+
+    it('continues a response on either process, and not once the other process deleted it', async () => {
+      const created = await respond(first, { input: 'one' });
+      // The first process caches the session, with this response as its newest.
+      const continued = await respond(second, { input: 'two', previous_response_id: created.body.id });
+      expect(continued.status).to.equal(200);
+      const newest = await respond(first, { input: 'three', previous_response_id: continued.body.id });
+      expect(newest.status).to.equal(200);
+      const deleted = await fetch(`${second.baseURL}/responses/${newest.body.id}`, { method: 'DELETE' });
+      expect(deleted.status).to.equal(200);
+      const refused = await respond(first, { input: 'four', previous_response_id: newest.body.id });
+      expect(refused.status).to.equal(404);
+      expect(refused.body.error?.param).to.equal('previous_response_id');
     });
 
     it('runs the turns of one session one at a time across processes, each stored once and in order', async () => {
