@@ -35,6 +35,16 @@ const backends: Array<{ name: string; open(): Promise<{ env: NodeJS.ProcessEnv; 
     },
   },
 ];
+if (process.env.TEST_DATABASE_URL) {
+  const baseUrl = process.env.TEST_DATABASE_URL;
+  backends.push({
+    name: 'the PostgreSQL server with pgvector',
+    open: async () => {
+      const schema = await createServerSchema(baseUrl, 'memory', { vector: true });
+      return { env: { DB_URL: schema.url }, close: schema.drop };
+    },
+  });
+}
 
 for (const backend of backends) {
   describe(`long-term memory (${backend.name})`, () => {
@@ -86,21 +96,19 @@ for (const backend of backends) {
 }
 
 describe('long-term memory start-up check', () => {
-  const serverUrl = process.env.TEST_DATABASE_URL;
-
-  it('stops start-up with a clear message when DB_URL names a server without the vector extension', async function () {
-    if (!serverUrl) this.skip();
-    const schema = await createServerSchema(serverUrl!);
+  it('stops start-up with a clear message when DB_URL names a server without the vector extension', async () => {
+    // PGlite behind the wire protocol, without pgvector loaded: a server that lacks the extension.
+    const server = await servePgliteOverSocket();
     try {
-      const config = loadConfig({ APP_PORT: '0', DB_URL: schema.url, MEMORY_USE_LONG_TERM: 'true' });
+      const config = loadConfig({ APP_PORT: '0', DB_URL: server.url, MEMORY_USE_LONG_TERM: 'true' });
       let failure: Error | undefined;
       await startService(config, testLogger()).then(
         (service) => service.close(),
         (error: Error) => (failure = error),
       );
-      expect(failure?.message).to.match(/vector/i).and.match(/extension/i);
+      expect(failure?.message).to.match(/PostgreSQL server \(version \d+/).and.match(/"vector" extension/);
     } finally {
-      await schema.drop();
+      await server.close();
     }
   });
 });

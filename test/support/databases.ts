@@ -66,9 +66,9 @@ export function databaseTargets(): DatabaseTarget[] {
   const serverUrl = process.env.TEST_DATABASE_URL;
   if (serverUrl) {
     targets.push({
-      name: 'PostgreSQL server (TEST_DATABASE_URL, no pgvector)',
+      name: 'PostgreSQL server (TEST_DATABASE_URL, pgvector)',
       backend: 'postgres',
-      hasVector: false,
+      hasVector: true,
       open: (options) => openServerSchema(serverUrl, options),
     });
   }
@@ -98,8 +98,9 @@ async function openPgliteSocket(options: { vector?: boolean } = {}): Promise<Tes
 }
 
 async function openServerSchema(baseUrl: string, options: { vector?: boolean } = {}): Promise<TestDatabase> {
-  const schema = await createServerSchema(baseUrl, 'storage_test');
-  return withCleanup(schema.url, options.vector ?? false, schema.drop);
+  const withVector = options.vector ?? true;
+  const schema = await createServerSchema(baseUrl, 'storage_test', { vector: withVector });
+  return withCleanup(schema.url, withVector, schema.drop);
 }
 
 async function withCleanup(url: string, withVector: boolean, cleanup: () => Promise<void>): Promise<TestDatabase> {

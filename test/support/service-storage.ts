@@ -26,7 +26,7 @@ export function serviceStorageTargets(): StorageTarget[] {
     targets.push({
       name: 'PostgreSQL server',
       prepare: async () => {
-        const schema = await createServerSchema(baseUrl);
+        const schema = await createServerSchema(baseUrl, 'e2e', { vector: true });
         return { env: { DB_URL: schema.url }, cleanup: schema.drop };
       },
     });
