@@ -28,6 +28,14 @@ export function registerFormats(): void {
     },
   });
   convict.addFormat({
+    name: 'ef-search',
+    coerce: (value: unknown) => (typeof value === 'string' ? Number(value) : value),
+    validate(value: unknown) {
+      // pgvector's bounds for hnsw.ef_search.
+      if (!Number.isInteger(value) || (value as number) < 1 || (value as number) > 1000) throw new Error('must be an integer from 1 to 1000');
+    },
+  });
+  convict.addFormat({
     name: 'word-list',
     // The environment gives a comma-separated list; the deployment file a YAML list or the same text.
     coerce: (value: unknown) => (typeof value === 'string' ? value.split(',') : value),
@@ -80,6 +88,7 @@ export type ConfigValues = {
     embeddings: string;
     embeddings_timeout_ms: number;
     embedding_dimensions: number;
+    hnsw_ef_search: number;
   };
   state: { graph_path: string; max_tool_rounds: number; max_handoffs: number };
   sessions: { cache_size: number; idle_ms: number; turn_wait_ms: number; write_wait_ms: number; lease_ms: number };
@@ -200,6 +209,12 @@ export const configSchema: convict.Schema<ConfigValues> = {
       env: 'MEMORY_EMBEDDINGS_TIMEOUT_MS',
     },
     embedding_dimensions: { doc: 'Dimensions of stored embeddings.', format: 'positive-int', default: 256, env: 'MEMORY_EMBEDDING_DIMENSIONS' },
+    hnsw_ef_search: {
+      doc: "Candidates a recall's HNSW index search keeps (pgvector's hnsw.ef_search, 1 to 1000, set for each search alone): higher finds more of the exact nearest memories and takes longer. Users with at most 1,000 memories are searched exactly whatever it is.",
+      format: 'ef-search',
+      default: 100,
+      env: 'MEMORY_HNSW_EF_SEARCH',
+    },
   },
   state: {
     graph_path: { doc: 'State graph file (YAML or JSON).', format: String, default: 'config/default-graph.yaml', env: 'STATE_GRAPH_PATH' },

@@ -87,7 +87,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     await database.close();
     throw error;
   }
-  const stores = createStores(database);
+  const stores = createStores(database, { memory: { efSearch: config.memory.hnsw_ef_search } });
   const events = new EventBus();
   const stopLogging = logRuntimeEvents(events, logger);
   let oauth: OAuthSetup;

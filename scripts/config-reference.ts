@@ -45,6 +45,7 @@ const FORMATS = new Map<unknown, string>([
   ['nat', 'integer ≥ 0'],
   ['positive-int', 'integer ≥ 1'],
   ['temperature', 'number from 0 to 2'],
+  ['ef-search', 'integer from 1 to 1000'],
   ['word-list', 'list of words (comma-separated in the environment)'],
   ['http-url', 'http(s) URL'],
   ['database-url', 'empty, or `postgres://<user>:<password>@<host>:<port>/<database>`'],

@@ -7,7 +7,7 @@ import { createBackgroundResponseRepository } from './background-response-reposi
 import { createConversationRepository } from './conversation-repository.js';
 import type { Database } from './create-database.js';
 import { createEmbedderRecordRepository } from './embedder-record-repository.js';
-import { createMemoryRepository } from './memory-repository.js';
+import { createMemoryRepository, type MemoryRepositoryOptions } from './memory-repository.js';
 import { createOAuthStateRepository } from './oauth-state-repository.js';
 import { createResponseRepository } from './response-repository.js';
 import { createSessionRepository } from './session-repository.js';
@@ -40,7 +40,7 @@ export type Stores = {
 };
 
 /** Every repository over one open (and migrated) database. */
-export function createStores(database: Database): Stores {
+export function createStores(database: Database, options: { memory?: Pick<MemoryRepositoryOptions, 'efSearch'> } = {}): Stores {
   const stores: Stores = {
     conversations: createConversationRepository(database.db),
     sessions: createSessionRepository(database.db),
@@ -51,7 +51,10 @@ export function createStores(database: Database): Stores {
   };
   if (database.hasVector) {
     const autoAnalyze = database.autoAnalyze;
-    stores.memories = createMemoryRepository(database.db, autoAnalyze ? { onWrite: (rows) => autoAnalyze.wrote('memories', rows) } : {});
+    stores.memories = createMemoryRepository(database.db, {
+      ...options.memory,
+      ...(autoAnalyze ? { onWrite: (rows: number) => autoAnalyze.wrote('memories', rows) } : {}),
+    });
     stores.memoryEmbedder = createEmbedderRecordRepository(database.db);
   }
   return stores;

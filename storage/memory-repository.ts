@@ -15,6 +15,12 @@ export const EXACT_SEARCH_UP_TO = 1_000;
 export type MemoryRepositoryOptions = {
   /** Users with at most this many memories are searched exactly (default EXACT_SEARCH_UP_TO). */
   exactSearchUpTo?: number;
+  /**
+   * Candidates an HNSW search keeps (`hnsw.ef_search`, 1 to 1000), set for each search alone
+   * (`SET LOCAL`): more finds more of the exact nearest memories and takes longer. Unset: the
+   * server's setting (pgvector's default is 40).
+   */
+  efSearch?: number;
   /** Told how many memories each write added or removed (the embedded database's AutoAnalyze). */
   onWrite?: (rows: number) => void;
 };
@@ -33,9 +39,19 @@ export function createMemoryRepository(db: Kysely<DatabaseSchema>, options: Memo
     return Number(row.count) > memories;
   }
 
-  /** The planner's choice; with fresh statistics and many memories of the user, the HNSW index. */
-  async function nearestByIndex(userId: string, query: string, count: number): Promise<Array<MemoryEntry & { distance: number }>> {
-    const rows = await db
+  /** The planner's choice; with fresh statistics and many memories of the user, the HNSW index, searched with `efSearch`. */
+  function nearestByIndex(userId: string, query: string, count: number): Promise<Array<MemoryEntry & { distance: number }>> {
+    const efSearch = options.efSearch;
+    if (efSearch === undefined) return nearestByIndexIn(db, userId, query, count);
+    // A setting of this transaction alone: the pool's connections keep the server's.
+    return db.transaction().execute(async (trx) => {
+      await sql`select set_config('hnsw.ef_search', ${String(efSearch)}, true)`.execute(trx);
+      return nearestByIndexIn(trx, userId, query, count);
+    });
+  }
+
+  async function nearestByIndexIn(executor: Kysely<DatabaseSchema>, userId: string, query: string, count: number): Promise<Array<MemoryEntry & { distance: number }>> {
+    const rows = await executor
       .selectFrom('memories')
       .select(entryColumns)
       .select(sql<number>`embedding <=> ${query}::vector`.as('distance'))

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type KyselyPlugin } from 'kysely';
 import type { VectorMemoryStore } from '../../runtime/ports.js';
 import type { DatabaseSchema } from '../../storage/database-schema.js';
 import { createMemoryRepository, createStores, migrateToLatest } from '../../storage/index.js';
@@ -140,6 +140,35 @@ for (const target of databaseTargets().filter((each) => each.hasVector)) {
 
       expect(plan).to.contain('memories_embedding_hnsw_idx');
       expect(found.map((row) => row.content)).to.deep.equal(['the only one']);
+    });
+
+    it('searches the HNSW index with its efSearch, set for that search alone', async () => {
+      await addCrowd();
+      const many = `user-${randomUUID()}`;
+      await store.add(Array.from({ length: 4 }, (_, index) => ({ userId: many, sessionId: randomUUID(), content: `mine ${index}`, embedding: [1, 0.1 * index, 0] })));
+      const statements: Array<{ sql: string; parameters: readonly unknown[] }> = [];
+      const spy: KyselyPlugin = {
+        transformQuery(args) {
+          const compiled = database.db.getExecutor().compileQuery(args.node, args.queryId);
+          statements.push({ sql: compiled.sql, parameters: compiled.parameters });
+          return args.node;
+        },
+        transformResult: async (args) => args.result,
+      };
+
+      const { found, after } = await searchWithShortIndexScan(async (connection) => {
+        const found = await createMemoryRepository(connection.withPlugin(spy), { exactSearchUpTo: 2, efSearch: 7 }).search(many, [1, 0, 0], 2);
+        const { rows } = await sql<{ value: string }>`select current_setting('hnsw.ef_search') as value`.execute(connection);
+        return { found, after: rows[0]!.value };
+      });
+
+      expect(found.map((entry) => entry.content)).to.deep.equal(['mine 0', 'mine 1']);
+      const setting = statements.findIndex((statement) => statement.sql.includes("set_config('hnsw.ef_search'"));
+      const search = statements.findIndex((statement) => /from "memories"/.test(statement.sql) && statement.sql.includes('<=>'));
+      expect(statements[setting]?.parameters).to.deep.equal(['7']);
+      expect(search).to.be.greaterThan(setting);
+      // The connection keeps what it had (10, set by the helper): the setting was its transaction's.
+      expect(after).to.equal('10');
     });
 
     it('returns nothing when the search limit is zero', async () => {

@@ -85,6 +85,9 @@ mcp_servers:
     expect(loadError({ LLM_BASE_URL: 'not a url' }).message).to.match(/^llm\.base_url: /);
     expect(loadError({ LLM_MAX_TOKENS: '0' }).message).to.match(/^llm\.max_tokens: /);
     expect(loadError({ LOG_LEVEL: 'loud' }).message).to.match(/^log\.level: /);
+    expect(loadError({ MEMORY_HNSW_EF_SEARCH: '0' }).message).to.match(/^memory\.hnsw_ef_search: must be an integer from 1 to 1000/);
+    expect(loadError({ MEMORY_HNSW_EF_SEARCH: '1001' }).message).to.match(/^memory\.hnsw_ef_search: /);
+    expect(loadConfig({ MEMORY_HNSW_EF_SEARCH: '200' }).memory.hnsw_ef_search).to.equal(200);
   });
 
   it('refuses a database URL that is not PostgreSQL without printing it', () => {
