@@ -17,6 +17,11 @@ export type RecallCase = {
   userMemories: number;
   /** `as filled`: the statistics the database gathered on its own (PGlite: the service's AutoAnalyze); `after ANALYZE`: fresh ones. */
   statistics: 'as filled' | 'after ANALYZE';
+  /** `hnsw.ef_search` of the searches (what matters only where the HNSW index is used). */
+  efSearch: number;
+  /** Workers storing memories throughout the case, as consolidation does after turns (0: none), and the memories they stored a second. */
+  writers: number;
+  writesPerSecond: number;
   /** Time of `recall` (embedding the text and the search), in ms. */
   latency: LatencySummary;
   /** EXPLAIN ANALYZE of the search statement `recall` runs. */
@@ -50,6 +55,10 @@ const BOUND_USER = 'bench-bound-user';
 const BATCH = 500;
 const WARMUP_QUERIES = 20;
 const EXACT_QUERIES = 100;
+/** The `hnsw.ef_search` values the heavy user's recall is measured at, besides the configured one. */
+const EF_SEARCH_SWEEP = [40, 100, 200];
+/** Workers consolidating at once in the last case on PostgreSQL, each storing one memory after another on a pool of its own. */
+const CONSOLIDATING_WORKERS = 4;
 
 /**
  * CLI: `recall-probe.ts --memories N --queries Q [--db-url URL]`. Migrates a database with
@@ -68,7 +77,7 @@ async function main(): Promise<void> {
   const database = await createDatabase({ url: values['db-url'], dataDir: 'memory://', vector: true });
   try {
     await migrateToLatest(database, { vector: true, embeddingDimensions: dimensions });
-    const settings: CaseSettings = { queries, results, dimensions, texts: createTextSource(1) };
+    const settings: CaseSettings = { queries, results, dimensions, texts: createTextSource(1), dbUrl: values['db-url'] };
     const indexes = await sql<{ indexname: string; indexdef: string }>`select indexname, indexdef from pg_indexes where tablename = 'memories' order by indexname`.execute(
       database.db,
     );
@@ -84,12 +93,20 @@ async function main(): Promise<void> {
     const fillMs = performance.now() - fillStarted;
     const indexBuildMs = await buildIndex(database, vectorIndex.indexdef);
     const cases: RecallCase[] = [];
+    const configured = { efSearch: config.memory.hnsw_ef_search, writers: 0 };
     for (const statistics of ['as filled', 'after ANALYZE'] as const) {
       if (statistics === 'after ANALYZE') await sql`analyze memories`.execute(database.db);
-      cases.push(await measureCase(database, HEAVY_USER, memories, statistics, settings));
-      cases.push(await measureCase(database, lightUser(1), LIGHT_USER_MEMORIES, statistics, settings));
-      cases.push(await measureCase(database, BOUND_USER, EXACT_SEARCH_UP_TO, statistics, settings));
+      cases.push(await measureCase(database, HEAVY_USER, memories, statistics, settings, configured));
+      cases.push(await measureCase(database, lightUser(1), LIGHT_USER_MEMORIES, statistics, settings, configured));
+      cases.push(await measureCase(database, BOUND_USER, EXACT_SEARCH_UP_TO, statistics, settings, configured));
     }
+    // Only the heavy user's recall goes through the HNSW index: the others are exact whatever ef_search is.
+    for (const efSearch of EF_SEARCH_SWEEP.filter((value) => value !== configured.efSearch)) {
+      cases.push(await measureCase(database, HEAVY_USER, memories, 'after ANALYZE', settings, { efSearch, writers: 0 }));
+    }
+    // The embedded database serves one process: one consolidating beside the recalls.
+    const writers = database.kind === 'pg' ? CONSOLIDATING_WORKERS : 1;
+    cases.push(await measureCase(database, HEAVY_USER, memories, 'after ANALYZE', settings, { ...configured, writers }));
     const result: RecallProbeResult = {
       database: database.kind,
       memories,
@@ -139,42 +156,60 @@ async function fill(database: Database, userId: string, count: number, { dimensi
 }
 
 /** Settings every case shares. */
-type CaseSettings = { queries: number; results: number; dimensions: number; texts: TextSource };
+type CaseSettings = { queries: number; results: number; dimensions: number; texts: TextSource; dbUrl: string };
+
+/** How a case searches, and what runs beside it. */
+type CaseLoad = { efSearch: number; writers: number };
 
 async function measureCase(
   database: Database,
   userId: string,
   userMemories: number,
   statistics: RecallCase['statistics'],
-  { queries, results, dimensions, texts }: CaseSettings,
+  settings: CaseSettings,
+  { efSearch, writers }: CaseLoad,
 ): Promise<RecallCase> {
+  const { queries, results, dimensions, texts } = settings;
   const spy = createQuerySpy();
-  const store = createMemoryRepository(database.db.withPlugin(spy.plugin));
+  const store = createMemoryRepository(database.db.withPlugin(spy.plugin), { efSearch });
   const events = new EventBus();
   events.on('storage:error', ({ error }) => {
     throw error;
   });
   const memory = createVectorMemory({ store, embedder: createLocalEmbedder(dimensions), events, results });
   const durations: number[] = [];
-  for (let index = 0; index < WARMUP_QUERIES + queries; index += 1) {
-    const text = texts.sentence(14);
-    const started = performance.now();
-    const recalled = await memory.recall(userId, text);
-    if (index >= WARMUP_QUERIES) durations.push(performance.now() - started);
-    if (recalled.length !== Math.min(results, userMemories)) throw new Error(`recall for ${userId} gave ${recalled.length} memories`);
+  const consolidating = await startWriters(database, writers, settings);
+  try {
+    for (let index = 0; index < WARMUP_QUERIES + queries; index += 1) {
+      const text = texts.sentence(14);
+      const started = performance.now();
+      const recalled = await memory.recall(userId, text);
+      if (index >= WARMUP_QUERIES) durations.push(performance.now() - started);
+      if (recalled.length !== Math.min(results, userMemories)) throw new Error(`recall for ${userId} gave ${recalled.length} memories`);
+    }
+  } finally {
+    await consolidating.stop();
   }
   const { node, queryId } = spy.last();
   const search = database.db.getExecutor().compileQuery(node, queryId);
-  const explained = await database.db.executeQuery<{ 'QUERY PLAN': string }>(
-    CompiledQuery.raw(`explain (analyze, buffers) ${search.sql}`, [...search.parameters]),
-  );
-  const exact = await exactShare(database, userId, { queries, results, dimensions, texts });
+  // The plan as the search ran it: with the case's ef_search, in a transaction of its own.
+  const explained = await database.db.transaction().execute(async (trx) => {
+    await sql`select set_config('hnsw.ef_search', ${String(efSearch)}, true)`.execute(trx);
+    return trx.executeQuery<{ 'QUERY PLAN': string }>(CompiledQuery.raw(`explain (analyze, buffers) ${search.sql}`, [...search.parameters]));
+  });
+  const exact = await exactShare(database, userId, settings, efSearch);
   const latency = summarise(durations);
-  console.error(`  recall ${userId} (${statistics}): p50 ${latency.p50.toFixed(2)} ms, p99 ${latency.p99.toFixed(2)} ms, exact ${(100 * exact).toFixed(0)}%`);
+  const writesPerSecond = consolidating.writes / (consolidating.seconds || 1);
+  console.error(
+    `  recall ${userId} (${statistics}, ef_search ${efSearch}, ${writers} writers${writers ? `: ${writesPerSecond.toFixed(0)} memories/s` : ''}): p50 ${latency.p50.toFixed(2)} ms, p99 ${latency.p99.toFixed(2)} ms, exact ${(100 * exact).toFixed(0)}%`,
+  );
   return {
     user: userId,
     userMemories,
     statistics,
+    efSearch,
+    writers,
+    writesPerSecond,
     latency,
     // The query vector's 256 numbers say nothing about the plan.
     plan: explained.rows.map((row) => row['QUERY PLAN'].replace(/'\[[^\]]*\]'::vector/g, "'[…]'::vector")),
@@ -205,12 +240,12 @@ function createQuerySpy(): { plugin: KyselyPlugin; last(): { node: RootOperation
  * Compares the repository's search with an exact one (index scans off, so every memory of
  * the user is measured): the share of the returned ids that are among the exact nearest.
  */
-async function exactShare(database: Database, userId: string, { results, dimensions, texts }: CaseSettings): Promise<number> {
+async function exactShare(database: Database, userId: string, { results, dimensions, texts }: CaseSettings, efSearch: number): Promise<number> {
   let found = 0;
   let wanted = 0;
   // One connection throughout: the setting is per connection (and PGlite has only one).
   await database.db.connection().execute(async (connection) => {
-    const store = createMemoryRepository(connection);
+    const store = createMemoryRepository(connection, { efSearch });
     for (let index = 0; index < EXACT_QUERIES; index += 1) {
       const embedding = hashedEmbedding(texts.sentence(14), dimensions);
       const approximate = await store.search(userId, embedding, results);
@@ -223,6 +258,49 @@ async function exactShare(database: Database, userId: string, { results, dimensi
     }
   });
   return wanted === 0 ? 1 : found / wanted;
+}
+
+/**
+ * `count` workers storing one memory after another (of users of their own) until stopped, as
+ * consolidation does after each turn: on PostgreSQL each on a pool of its own, as the service's
+ * workers are; on PGlite through its one connection, beside the recalls.
+ */
+async function startWriters(database: Database, count: number, { dimensions, texts, dbUrl }: CaseSettings): Promise<{ stop(): Promise<void>; writes: number; seconds: number }> {
+  const started = performance.now();
+  let stopped = false;
+  const state = { writes: 0, seconds: 0 };
+  const loops = await Promise.all(
+    Array.from({ length: count }, async (_, worker) => {
+      const own = database.kind === 'pg' ? await createDatabase({ url: dbUrl, dataDir: 'unused', vector: true, poolSize: 1 }) : undefined;
+      const store = createMemoryRepository((own ?? database).db);
+      // Wrapped: an async function returning the loop's promise would wait for the loop to end.
+      const loop = (async () => {
+        try {
+          while (!stopped) {
+            const content = `User: ${texts.sentence(14)}\nAssistant: ${texts.sentence(24)}`;
+            await store.add([{ userId: `bench-writer-${worker}`, sessionId: `bench-writer-session-${worker}`, content, embedding: hashedEmbedding(content, dimensions) }]);
+            state.writes += 1;
+          }
+        } finally {
+          await own?.close();
+        }
+      })();
+      return { loop };
+    }),
+  );
+  return {
+    get writes() {
+      return state.writes;
+    },
+    get seconds() {
+      return state.seconds;
+    },
+    async stop() {
+      stopped = true;
+      state.seconds = (performance.now() - started) / 1000;
+      await Promise.all(loops.map(({ loop }) => loop));
+    },
+  };
 }
 
 main().then(

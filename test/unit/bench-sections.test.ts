@@ -45,6 +45,9 @@ describe('recallSection', () => {
     user: 'bench-user',
     userMemories: 100_000,
     statistics: 'as filled',
+    efSearch: 40,
+    writers: 0,
+    writesPerSecond: 0,
     latency: { p50: p99 / 2, p95: p99, p99, mean: p99 / 2, max: p99 },
     plan,
     exactShare: 0.9,
@@ -58,8 +61,8 @@ describe('recallSection', () => {
       recallCase(25, ['Limit', '  ->  Sort', '        Sort Method: top-N heapsort', '        ->  Bitmap Index Scan on memories_user_id_idx  (cost=0.00..4.77)']),
       recallCase(3, ['Limit', '  ->  Index Scan using memories_embedding_hnsw_idx on memories  (cost=372.42..14921.00)']),
     ]);
-    expect(lines[0]).to.equal('MISS pglite, as filled, a user with 100000 memories: recall p99 25.00 ms (goal < 20 ms)');
-    expect(lines[1]).to.equal('MET  pglite, as filled, a user with 100000 memories: recall p99 3.00 ms (goal < 20 ms)');
+    expect(lines[0]).to.equal('MISS pglite, as filled, a user with 100000 memories, ef_search 40: recall p99 25.00 ms (goal < 20 ms)');
+    expect(lines[1]).to.equal('MET  pglite, as filled, a user with 100000 memories, ef_search 40: recall p99 3.00 ms (goal < 20 ms)');
     expect(table!.rows.map((row) => row.at(-1))).to.deep.equal([
       'Bitmap Index Scan on memories_user_id_idx + sort',
       'Index Scan using memories_embedding_hnsw_idx',
