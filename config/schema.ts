@@ -212,7 +212,7 @@ export const configSchema: convict.Schema<ConfigValues> = {
     hnsw_ef_search: {
       doc: "Candidates a recall's HNSW index search keeps (pgvector's hnsw.ef_search, 1 to 1000, set for each search alone): higher finds more of the exact nearest memories and takes longer. Users with at most 1,000 memories are searched exactly whatever it is.",
       format: 'ef-search',
-      default: 100,
+      default: 200,
       env: 'MEMORY_HNSW_EF_SEARCH',
     },
   },
