@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import { OPENAI_SCHEMA_ROOTS, OPENAI_SCHEMAS_FILE, renderOpenAiSchemas, trimOpenApiSchemas, type OpenApiSchemas } from '../../scripts/openai-schema-refresh.js';
-import { expectSchema, schemaProblems } from '../support/openai-schema.js';
+import { expectSchema, schemaProblems, UNDEFINED_REQUIREMENTS } from '../support/openai-schema.js';
 
 /** A chat completion as OpenAI's schema wants it. */
 function completion(message: Record<string, unknown>) {
@@ -20,6 +20,16 @@ describe('OpenAI schema copy (test/support/openai-schema)', () => {
   it('refuses a document whose $ref leads outside its schemas', () => {
     const broken: OpenApiSchemas = { ...copy, components: { schemas: { A: { $ref: '#/components/schemas/B' } } } };
     expect(() => trimOpenApiSchemas(broken, ['A'], undefined)).to.throw("schema 'B' is not in the document's components.schemas");
+  });
+
+  it('sets aside only requirements the copy still has and never defines', () => {
+    for (const [name, properties] of Object.entries(UNDEFINED_REQUIREMENTS)) {
+      const schema = copy.components.schemas[name] as { required: string[]; properties: Record<string, unknown> };
+      for (const property of properties) {
+        expect(schema.required, name).to.include(property);
+        expect(schema.properties, name).to.not.have.property(property);
+      }
+    }
   });
 
   it('lists each missing field and wrong type with its path', () => {
