@@ -79,6 +79,17 @@ describe('the Responses API with the service MCP tools', () => {
     expect(errors[1]!.content[0]!.text).to.match(/^Error: .*JSON/);
   });
 
+  it('streams a failed call with response.mcp_call.failed and its error in output_item.done', async () => {
+    harness.llm.script({ match: { lastUserIncludes: 'stream a bad call', hasToolResults: false }, reply: { toolCalls: [{ id: 'call_none', name: 'nowhere__tool', arguments: {} }] }, times: 1 });
+    const events: OpenAI.Responses.ResponseStreamEvent[] = [];
+    for await (const event of await client.responses.create({ model: 'svc-agent', input: 'Please stream a bad call', stream: true })) events.push(event);
+    for (const event of events) expectSchema('ResponseStreamEvent', event);
+    expect(events.map((event) => event.type)).to.include('response.mcp_call.failed');
+    const done = events.find((event): event is OpenAI.Responses.ResponseOutputItemDoneEvent => event.type === 'response.output_item.done' && event.item.type === 'mcp_call');
+    expect(done!.item).to.include({ status: 'failed', output: null });
+    expect((done!.item as McpCall).error).to.deep.include({ type: 'mcp_tool_execution_error' });
+  });
+
   it('keeps the order of a turn: the text before the call, the call, the text after, and output_text is the whole reply', async () => {
     harness.llm.script({ match: { lastUserIncludes: 'explain the sum', hasToolResults: false }, reply: { content: 'Let me add.', toolCalls: [sum] }, times: 1 });
     const response = await client.responses.create({ model: 'svc-agent', input: 'Please explain the sum' });

@@ -175,6 +175,7 @@ for (const target of serviceStorageTargets()) {
         tools,
       });
       expectSchema('Response', second);
+      expectSchema('ResponseItemList', await (await fetch(`${harness.baseURL}/responses/${second.id}/input_items`)).json());
       expect(second.output_text).to.equal('Tool result: sunny, 21°C');
       const sent = llm.requests.at(-1)!.body.messages!;
       expect(sent.map((message) => message.role), JSON.stringify(sent)).to.deep.equal(['system', 'user', 'assistant', 'tool']);
@@ -277,6 +278,9 @@ for (const target of serviceStorageTargets()) {
       expect(last.response.status).to.equal('failed');
       expect(last.response.error).to.include({ code: 'server_error' });
       expect(last.response.error!.message).to.match(/503/);
+      const stored = await client.responses.retrieve(last.response.id);
+      expectSchema('Response', stored);
+      expect(stored).to.deep.include({ status: 'failed', error: last.response.error });
     });
 
     it('keeps no response with store: false, though the turn is in the transcript', async () => {
