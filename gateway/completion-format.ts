@@ -16,9 +16,9 @@ export function unixNow(): number {
   return Math.floor(Date.now() / 1000);
 }
 
-/** The non-streaming response body. */
+/** The non-streaming response body. The agent never refuses: `refusal` is always null, as OpenAI's schema requires it present. */
 export function completionBody(id: string, model: string, created: number, outcome: TurnOutcome) {
-  const message: Record<string, unknown> = { role: 'assistant', content: outcome.content };
+  const message: Record<string, unknown> = { role: 'assistant', content: outcome.content, refusal: null };
   if (outcome.toolCalls.length > 0) {
     message.tool_calls = outcome.toolCalls;
     if (outcome.content === '') message.content = null;

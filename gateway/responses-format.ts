@@ -41,13 +41,17 @@ export function functionCallItem(id: string, call: { id: string; name: string; a
  * An `mcp_call` item of a call of the service's own tools: the server's label and the
  * tool's name there (the called name and an empty label when no tool has it), and the output
  * or, when the call failed, the error. A call the user approved names its approval request.
+ * A failed call's error is an `mcp_tool_execution_error` with the failure's text as its
+ * content, whatever failed: the tool, its server or the connection (the result does not say
+ * which, nor a protocol or HTTP status code that OpenAI's other error kinds require).
  */
 export function mcpCallItem(id: string, call: ToolCall, result?: ToolCallResult, approvalRequestId?: string) {
   const source = result?.source;
   const where = { server_label: source?.server ?? '', name: source?.tool ?? call.function.name, ...(approvalRequestId ? { approval_request_id: approvalRequestId } : {}) };
   if (!result) return { id, type: 'mcp_call', status: 'in_progress', ...where, arguments: '', output: null, error: null };
   const status = result.isError ? 'failed' : 'completed';
-  return { id, type: 'mcp_call', status, ...where, arguments: call.function.arguments, output: result.isError ? null : result.content, error: result.isError ? result.content : null };
+  const error = result.isError ? { type: 'mcp_tool_execution_error', content: [{ type: 'text', text: result.content }] } : null;
+  return { id, type: 'mcp_call', status, ...where, arguments: call.function.arguments, output: result.isError ? null : result.content, error };
 }
 
 /**
@@ -83,12 +87,15 @@ export function stepItems(steps: readonly TurnStep[], ids: OutputIds = NEW_OUTPU
   );
 }
 
-/** The Responses API's usage from the LLM server's token counts. */
+/**
+ * The Responses API's usage from the LLM server's token counts. The LLM server reports no
+ * cached, cache-write or reasoning tokens: the details OpenAI's schema requires are 0.
+ */
 export function responseUsage(usage: Usage | null) {
   if (!usage) return null;
   return {
     input_tokens: usage.prompt_tokens,
-    input_tokens_details: { cached_tokens: 0 },
+    input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
     output_tokens: usage.completion_tokens,
     output_tokens_details: { reasoning_tokens: 0 },
     total_tokens: usage.total_tokens,
@@ -106,7 +113,10 @@ export function isFinalStatus(status: unknown): boolean {
   return status === 'completed' || status === 'failed' || status === 'cancelled' || status === 'incomplete';
 }
 
-/** A response object (`object: 'response'`) in the shape of OpenAI's schema. */
+/**
+ * A response object (`object: 'response'`) in the shape of OpenAI's schema: `usage` once the
+ * turn has ended with one, `user` when the request gave one (the schema has neither nullable).
+ */
 export function responseBody(frame: ResponseFrame, state: { status: ResponseStatus; output: Array<Record<string, unknown>>; usage?: ReturnType<typeof responseUsage>; error?: { code: string; message: string } | null }) {
   const { request } = frame;
   const conversationId = conversationIdOf(request);
@@ -134,8 +144,8 @@ export function responseBody(frame: ResponseFrame, state: { status: ResponseStat
     tools: (request.tools ?? []).map((tool) => ({ type: 'function', name: tool.name, description: tool.description ?? null, parameters: tool.parameters ?? null, strict: tool.strict ?? true })),
     top_p: request.top_p ?? null,
     truncation: 'disabled',
-    usage: state.usage ?? null,
-    user: request.user ?? null,
+    ...(state.usage ? { usage: state.usage } : {}),
+    ...(typeof request.user === 'string' ? { user: request.user } : {}),
   };
 }
 

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import OpenAI from 'openai';
+import { expectSchema } from '../support/openai-schema.js';
 import { startTestService, type TestService } from '../support/service-harness.js';
 
 type ErrorBody = { error: { message: string; type: string; code: string | null; param: string | null } };
@@ -11,6 +12,7 @@ function clientWith(harness: TestService, apiKey: string): OpenAI {
 async function expectError(response: Response, status: number, type: string, code: string): Promise<ErrorBody> {
   expect(response.status).to.equal(status);
   const body = (await response.json()) as ErrorBody;
+  expectSchema('ErrorResponse', body);
   expect(body.error).to.include({ type, code });
   expect(body.error.message).to.be.a('string').that.is.not.empty;
   return body;
@@ -87,8 +89,8 @@ describe('API keys', () => {
 
     it('keeps the browser legs of the OAuth login open but the accounts endpoints behind the key', async () => {
       // OAuth is not configured here: the login answers 501, not 401.
-      expect((await fetch(`${harness.service.url}/auth/idp/login?user_id=alice`, { redirect: 'manual' })).status).to.equal(501);
-      expect((await fetch(`${harness.service.url}/auth/idp/callback?state=x`, { redirect: 'manual' })).status).to.equal(501);
+      await expectError(await fetch(`${harness.service.url}/auth/idp/login?user_id=alice`, { redirect: 'manual' }), 501, 'not_implemented_error', 'not_implemented');
+      await expectError(await fetch(`${harness.service.url}/auth/idp/callback?state=x`, { redirect: 'manual' }), 501, 'not_implemented_error', 'not_implemented');
       await expectError(await fetch(`${harness.service.url}/auth/idp/accounts?user_id=alice`), 401, 'authentication_error', 'missing_api_key');
     });
 

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { expectSchema } from '../support/openai-schema.js';
 import { readText, sseData, startTestService, type TestService } from '../support/service-harness.js';
 
 const CHUNK_ID = /^chatcmpl-[0-9a-f]{8}$/;
@@ -26,6 +27,7 @@ describe('POST /v1/chat/completions', () => {
         model: 'svc-default',
         messages: [{ role: 'user', content: 'hello there' }],
       });
+      expectSchema('CreateChatCompletionResponse', completion);
       expect(completion.id).to.match(/^chatcmpl-/);
       expect(completion.object).to.equal('chat.completion');
       expect(completion.model).to.equal('svc-default');
@@ -85,6 +87,7 @@ describe('POST /v1/chat/completions', () => {
       });
       const chunks = [];
       for await (const chunk of stream) chunks.push(chunk);
+      for (const chunk of chunks) expectSchema('CreateChatCompletionStreamResponse', chunk);
       const ids = new Set(chunks.map((chunk) => chunk.id));
       expect(ids.size).to.equal(1);
       expect([...ids][0]).to.match(CHUNK_ID);
@@ -120,6 +123,7 @@ describe('POST /v1/chat/completions', () => {
       const response = await postChat(harness, { messages: [{ role: 'user', content: 'x' }], stream: true, stream_options: { include_usage: true } });
       const events = sseData(await readText(response));
       const usageChunk = JSON.parse(events.at(-2)!);
+      for (const event of events.slice(0, -1)) expectSchema('CreateChatCompletionStreamResponse', JSON.parse(event));
       expect(usageChunk.choices).to.deep.equal([]);
       expect(usageChunk.usage.total_tokens).to.be.greaterThan(0);
     });
@@ -151,6 +155,7 @@ describe('POST /v1/chat/completions', () => {
     async function expectError(response: Response, status: number, param: string | null) {
       expect(response.status).to.equal(status);
       const body = (await response.json()) as { error: Record<string, unknown> };
+      expectSchema('ErrorResponse', body);
       expect(body.error).to.have.keys(['message', 'type', 'param', 'code']);
       expect(body.error.message).to.be.a('string').that.is.not.empty;
       expect(body.error.param).to.equal(param);
@@ -204,6 +209,7 @@ describe('POST /v1/chat/completions', () => {
     it('returns the specification error text as content when the LLM fails, not streaming', async () => {
       harness.llm.script({ reply: { error: { status: 503, message: 'model overloaded' } } });
       const completion = await harness.client.chat.completions.create({ model: 'svc-agent', messages: [{ role: 'user', content: 'x' }] });
+      expectSchema('CreateChatCompletionResponse', completion);
       const content = completion.choices[0]!.message.content!;
       expect(content.startsWith('Error: An error occurred during async LLM call: ')).to.equal(true);
       expect(content).to.include('503');
@@ -214,6 +220,7 @@ describe('POST /v1/chat/completions', () => {
       const body = await readText(await postChat(harness, { messages: [{ role: 'user', content: 'x' }], stream: true }));
       const events = sseData(body);
       expect(events.at(-1)).to.equal('[DONE]');
+      for (const event of events.slice(0, -1)) expectSchema('CreateChatCompletionStreamResponse', JSON.parse(event));
       const pieces = events.slice(0, -1).map((event) => JSON.parse(event).choices[0].delta.content).filter(Boolean);
       expect(pieces).to.have.length(1);
       expect(pieces[0]).to.match(/^Error: An error occurred during async LLM call: 500/);

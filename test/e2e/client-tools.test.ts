@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import type OpenAI from 'openai';
+import { expectSchema } from '../support/openai-schema.js';
 import { startTestService, type TestService } from '../support/service-harness.js';
 
 const weatherTool: OpenAI.Chat.ChatCompletionTool = {
@@ -24,6 +25,7 @@ describe('client-side tools', () => {
     harness.llm.script({ match: { lastUserIncludes: 'Paris' }, reply: { toolCalls: [{ id: 'call_w1', name: 'get_weather', arguments: { city: 'Paris' } }] }, times: 1 });
     const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: 'user', content: 'Weather in Paris?' }];
     const first = await harness.client.chat.completions.create({ model: 'svc-agent', messages, tools: [weatherTool] });
+    expectSchema('CreateChatCompletionResponse', first);
     const choice = first.choices[0]!;
     expect(choice.finish_reason).to.equal('tool_calls');
     expect(choice.message.content).to.equal(null);
@@ -84,6 +86,7 @@ describe('client-side tools', () => {
     const deltas = [];
     let finishReason: string | null = null;
     for await (const chunk of stream) {
+      expectSchema('CreateChatCompletionStreamResponse', chunk);
       const choice = chunk.choices[0];
       if (!choice) continue;
       deltas.push(...(choice.delta.tool_calls ?? []));
@@ -110,6 +113,8 @@ describe('client-side tools', () => {
       }),
     });
     expect(response.status).to.equal(400);
-    expect(((await response.json()) as { error: { param: string } }).error.param).to.equal('messages');
+    const body = (await response.json()) as { error: { param: string } };
+    expectSchema('ErrorResponse', body);
+    expect(body.error.param).to.equal('messages');
   });
 });

@@ -3,6 +3,7 @@ import { expect } from 'chai';
 import OpenAI from 'openai';
 import type { FakeLlm } from '../../scripts/fake-llm-server.js';
 import { lastContext, refusal } from '../support/openai-answers.js';
+import { expectSchema, schemaProblems } from '../support/openai-schema.js';
 import { serviceStorageTargets } from '../support/service-storage.js';
 import { useServiceOn } from '../support/target-service.js';
 import type { TestService } from '../support/service-harness.js';
@@ -41,17 +42,25 @@ for (const target of serviceStorageTargets()) {
       return Number(row.n);
     }
 
-    /** A raw request to the service, for bodies the SDK's types would not let through. */
+    /** A raw request to the service, for bodies the SDK's types would not let through; the error it answers is checked against OpenAI's schema. */
     async function send(method: string, path: string, body?: unknown): Promise<{ status: number; error: { type: string; param: string | null } }> {
       const init: RequestInit = { method, headers: { 'Content-Type': 'application/json' } };
       if (body !== undefined) init.body = JSON.stringify(body);
       const answer = await fetch(`${harness.baseURL}${path}`, init);
-      return { status: answer.status, error: ((await answer.json()) as { error: { type: string; param: string | null } }).error };
+      const refused = (await answer.json()) as { error: { type: string; param: string | null } };
+      expectSchema('ErrorResponse', refused);
+      return { status: answer.status, error: refused.error };
+    }
+
+    /** A conversation's items page as the service sends it (the SDK's page object keeps only some of its fields). */
+    async function itemsPage(id: string, query = ''): Promise<unknown> {
+      return (await fetch(`${harness.baseURL}/conversations/${id}/items${query}`)).json();
     }
 
     it('creates an empty conversation with no body, retrievable with its id, with no items', async () => {
       const before = Math.floor(Date.now() / 1000);
       const conversation = await client.conversations.create();
+      expectSchema('ConversationResource', conversation);
       expect(conversation.id).to.match(/^conv_[0-9a-f]{48}$/);
       expect(conversation).to.deep.include({ object: 'conversation', metadata: {} });
       expect(conversation.created_at).to.be.a('number').within(before - 1, Math.ceil(Date.now() / 1000));
@@ -60,6 +69,8 @@ for (const target of serviceStorageTargets()) {
       expect(items.data).to.deep.equal([]);
       expect(items.has_more).to.equal(false);
       expect(items.last_id).to.equal('');
+      // An empty page has no first or last id: null, where OpenAI's schema has only strings.
+      expect(schemaProblems('ConversationItemList', await itemsPage(conversation.id))).to.deep.equal(['/first_id must be string, got null', '/last_id must be string, got null']);
     });
 
     it('creates a conversation with metadata and message items, listing them as items with input_text or output_text parts', async () => {
@@ -79,13 +90,15 @@ for (const target of serviceStorageTargets()) {
       expect(items.data.every((item) => item.type === 'message' && item.status === 'completed' && /^msg_\d+$/.test(item.id))).to.equal(true);
       expect((items.data[1] as OpenAI.Conversations.Message).content).to.deep.equal([{ type: 'input_text', text: 'Hello!' }]);
       expect((items.data[2] as OpenAI.Conversations.Message).content[0]).to.deep.include({ type: 'output_text', text: 'Hi, how can I help?', annotations: [] });
-      const page = await fetch(`${harness.baseURL}/conversations/${conversation.id}/items?order=asc`);
-      expect(await page.json()).to.deep.include({ object: 'list', first_id: items.data[0]!.id, last_id: items.data[3]!.id, has_more: false });
+      const page = await itemsPage(conversation.id, '?order=asc');
+      expectSchema('ConversationItemList', page);
+      expect(page).to.deep.include({ object: 'list', first_id: items.data[0]!.id, last_id: items.data[3]!.id, has_more: false });
     });
 
     it('replaces the metadata with update, keeps it across a chat turn, and clears it with null', async () => {
       const conversation = await client.conversations.create({ metadata: { a: '1' } });
       const updated = await client.conversations.update(conversation.id, { metadata: { b: '2', c: '3' } });
+      expectSchema('ConversationResource', updated);
       expect(updated).to.deep.equal({ ...conversation, metadata: { b: '2', c: '3' } });
       await chat([{ role: 'user', content: 'a turn in between' }], conversation.id);
       expect((await client.conversations.retrieve(conversation.id)).metadata).to.deep.equal({ b: '2', c: '3' });
@@ -120,7 +133,9 @@ for (const target of serviceStorageTargets()) {
     it('deletes a conversation as DELETE /v1/agents does: its transcript goes, and every route then answers 404', async () => {
       const { id } = await client.conversations.create({ items: [{ role: 'user', content: 'to be forgotten' }] });
       await chat([{ role: 'user', content: 'and this too' }], id);
-      expect(await client.conversations.delete(id)).to.deep.equal({ id, object: 'conversation.deleted', deleted: true });
+      const deleted = await client.conversations.delete(id);
+      expectSchema('DeletedConversationResource', deleted);
+      expect(deleted).to.deep.equal({ id, object: 'conversation.deleted', deleted: true });
 
       const gone = { status: 404, type: 'not_found_error', param: null, message: `Conversation with id '${id}' not found.` };
       expect(await refusal(client.conversations.retrieve(id))).to.deep.equal(gone);
@@ -206,6 +221,7 @@ for (const target of serviceStorageTargets()) {
       const conversation = await client.conversations.retrieve(sessionId);
       expect(conversation).to.deep.include({ id: sessionId, object: 'conversation', metadata: {} });
       const items = (await client.conversations.items.list(sessionId, { order: 'asc' })).data;
+      expectSchema('ConversationItemList', await itemsPage(sessionId, '?order=asc'));
       expect(itemSummary(items.slice(0, 3))).to.deep.equal(['user:Hello there', 'assistant:Echo: Hello there', 'user:Weather in Paris?']);
       const call = items.find((item) => item.type === 'function_call');
       expect(call).to.deep.include({ call_id: 'call_w1', name: 'get_weather', arguments: '{"city":"Paris"}', status: 'completed' });
@@ -268,6 +284,7 @@ for (const target of serviceStorageTargets()) {
       const user = clientOf(userId);
       const { id } = await user.conversations.create({ items: [{ role: 'user', content: 'My name is Ada.' }, { role: 'assistant', content: 'Hello Ada.' }] });
       const first = await user.responses.create({ model: 'svc-agent', input: 'What is my name?', conversation: id });
+      expectSchema('Response', first);
       expect(first.conversation).to.deep.equal({ id });
       expect(first.previous_response_id).to.equal(null);
       expect(lastContext(llm).slice(1)).to.deep.equal([

@@ -2,6 +2,7 @@ import { PGlite } from '@electric-sql/pglite';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { expect } from 'chai';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
+import { expectSchema } from '../support/openai-schema.js';
 import { startTestService, type TestService } from '../support/service-harness.js';
 
 /** A PostgreSQL server (PGlite over the wire protocol) that can be stopped and started on its port. */
@@ -56,6 +57,7 @@ describe('database outage', () => {
       body: JSON.stringify({ messages: [{ role: 'user', content: text }] }),
     });
     const body = (await response.json()) as { choices?: Array<{ message: { content: string } }>; error?: { type: string } };
+    expectSchema(response.ok ? 'CreateChatCompletionResponse' : 'ErrorResponse', body);
     return { status: response.status, reply: body.choices?.[0]?.message.content ?? '', sessionId: response.headers.get('x-session-id') };
   }
 

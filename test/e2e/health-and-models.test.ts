@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
+import { expectSchema } from '../support/openai-schema.js';
 import { startTestService, type TestService } from '../support/service-harness.js';
 
 /** A stand-in LLM server whose /v1/models answers with `status`, or never when `status` is null. */
@@ -83,11 +84,15 @@ describe('GET /v1/models', () => {
     const ids = [];
     for await (const model of harness.client.models.list()) ids.push(model.id);
     expect(ids).to.deep.equal(['svc-agent', 'svc-default']);
+    expectSchema('ListModelsResponse', await (await fetch(`${harness.baseURL}/models`)).json());
   });
 
   it('answers one model and 404 for an unknown one', async () => {
-    expect((await harness.client.models.retrieve('svc-agent')).id).to.equal('svc-agent');
+    const model = await harness.client.models.retrieve('svc-agent');
+    expectSchema('Model', model);
+    expect(model.id).to.equal('svc-agent');
     const response = await fetch(`${harness.baseURL}/models/gpt-9`);
     expect(response.status).to.equal(404);
+    expectSchema('ErrorResponse', await response.json());
   });
 });

@@ -1,5 +1,6 @@
 import { connect } from 'node:net';
 import { expect } from 'chai';
+import { expectSchema } from '../support/openai-schema.js';
 import { startTestService, type TestService } from '../support/service-harness.js';
 
 /** Sends raw bytes to the service and reads what comes back until it closes the connection. */
@@ -37,6 +38,7 @@ describe('requests the HTTP parser refuses', () => {
     const answer = parse(await exchange(harness.service.port, raw));
     expect(answer.status).to.equal(431);
     expect(answer.contentType).to.match(/^application\/json/);
+    expectSchema('ErrorResponse', answer.body);
     expect(answer.body.error).to.deep.include({ type: 'invalid_request_error', param: null, code: 'headers_too_large' });
     expect(answer.body.error.message).to.be.a('string');
   });
@@ -44,6 +46,7 @@ describe('requests the HTTP parser refuses', () => {
   it('answers bytes that are not HTTP with 400 in the OpenAI error shape, and keeps serving', async () => {
     const answer = parse(await exchange(harness.service.port, 'NOT HTTP AT ALL\r\n\r\n'));
     expect(answer.status).to.equal(400);
+    expectSchema('ErrorResponse', answer.body);
     expect(answer.body.error).to.deep.include({ type: 'invalid_request_error', code: 'bad_request' });
     const health = await fetch(`${harness.service.url}/health`);
     expect(health.status).to.equal(200);

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import OpenAI from 'openai';
 import type { RecordedRequest } from '../../scripts/fake-llm-server.js';
+import { expectSchema } from '../support/openai-schema.js';
 import { rejection } from '../support/rejection.js';
 import { startTestService, type TestService } from '../support/service-harness.js';
 
@@ -25,6 +26,7 @@ async function expectRateLimited(response: Response): Promise<ErrorBody['error']
   expect(response.headers.get('retry-after')).to.match(/^[1-9]\d*$/);
   expect(response.headers.get('content-type')).to.match(/^application\/json/);
   const body = (await response.json()) as ErrorBody;
+  expectSchema('ErrorResponse', body);
   expect(body.error).to.have.keys(['message', 'type', 'param', 'code']);
   expect(body.error).to.include({ type: 'rate_limit_error', code: 'rate_limited', param: null });
   return body.error;

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { CookieJar } from '../support/cookie-jar.js';
+import { expectSchema } from '../support/openai-schema.js';
 import { authorizeInBrowser, type TestProvider } from '../support/oidc-test-provider.js';
 import { startPerUserToolService, type PerUserToolService } from '../support/per-user-tool-service.js';
 import type { TestService } from '../support/service-harness.js';
@@ -37,7 +38,9 @@ describe('per-user tools through the service, with a real OpenID provider', func
       headers: { 'Content-Type': 'application/json', 'X-User-ID': userId, ...(sessionId ? { 'X-Session-ID': sessionId } : {}) },
       body: JSON.stringify({ messages: [{ role: 'user', content: WHOAMI }] }),
     });
-    return { status: response.status, body: (await response.json()) as ChatAnswer['body'], sessionId: response.headers.get('x-session-id') };
+    const body = (await response.json()) as ChatAnswer['body'];
+    expectSchema(response.ok ? 'CreateChatCompletionResponse' : 'ErrorResponse', body);
+    return { status: response.status, body, sessionId: response.headers.get('x-session-id') };
   }
 
   async function connect(userId: string): Promise<void> {

@@ -3,6 +3,7 @@ import OpenAI from 'openai';
 import type { Response as OpenAIResponse, ResponseStreamEvent } from 'openai/resources/responses/responses';
 import type { FakeLlm } from '../../scripts/fake-llm-server.js';
 import { lastContext, refusal } from '../support/openai-answers.js';
+import { expectSchema } from '../support/openai-schema.js';
 import { serviceStorageTargets } from '../support/service-storage.js';
 import { useServiceOn } from '../support/target-service.js';
 import type { TestService } from '../support/service-harness.js';
@@ -36,12 +37,14 @@ for (const target of serviceStorageTargets()) {
     function pollUntil(id: string, done: (response: OpenAIResponse) => boolean, what: string): Promise<OpenAIResponse> {
       return waitFor(async () => {
         const response = await client.responses.retrieve(id);
+        expectSchema('Response', response);
         return done(response) ? response : undefined;
       }, what);
     }
 
     it('answers at once with a queued response, runs the turn with no client connected, and shows its progress and result on retrieve', async () => {
       const { data: created, response: answer } = await client.responses.create({ model: 'svc-agent', input: slowInput(60), background: true }).withResponse();
+      expectSchema('Response', created);
       expect(created).to.include({ object: 'response', background: true, status: 'queued', store: true });
       const sessionId = answer.headers.get('x-session-id');
       expect(sessionId).to.be.a('string');
@@ -75,6 +78,7 @@ for (const target of serviceStorageTargets()) {
       // The turn goes on without the client.
       const after: ResponseStreamEvent[] = [];
       for await (const event of await client.responses.retrieve(id, { stream: true, starting_after: last })) after.push(event);
+      for (const event of [...before, ...after]) expectSchema('ResponseStreamEvent', event);
       const sequences = [...before, ...after].map((event) => event.sequence_number);
       expect(sequences).to.deep.equal(sequences.map((_, index) => index));
       expect(after.at(-1)!.type).to.equal('response.completed');
@@ -89,6 +93,7 @@ for (const target of serviceStorageTargets()) {
       const created = await client.responses.create({ model: 'svc-agent', input: slowInput(300), background: true });
       await pollUntil(created.id, (response) => textOf(response).length > 0, 'some text');
       const cancelled = await client.responses.cancel(created.id);
+      expectSchema('Response', cancelled);
       expect(cancelled).to.include({ id: created.id, status: 'cancelled', background: true });
       const text = textOf(cancelled);
       expect(text.length).to.be.greaterThan(0);
@@ -101,6 +106,7 @@ for (const target of serviceStorageTargets()) {
       // Its stream, read again, ends where it was cancelled.
       const events: ResponseStreamEvent[] = [];
       for await (const event of await client.responses.retrieve(created.id, { stream: true })) events.push(event);
+      for (const event of events) expectSchema('ResponseStreamEvent', event);
       expect(deltaText(events)).to.equal(text);
     });
 

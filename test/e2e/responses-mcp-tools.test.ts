@@ -4,9 +4,13 @@ import { join } from 'node:path';
 import { expect } from 'chai';
 import type OpenAI from 'openai';
 import { EVERYTHING_STDIO_YAML, mcpDeploymentFile } from '../support/mcp-fixtures.js';
+import { expectSchema } from '../support/openai-schema.js';
 import { startTestService, type TestService } from '../support/service-harness.js';
 
 type McpCall = OpenAI.Responses.ResponseOutputItem.McpCall;
+
+/** A failed call's error as OpenAI's schema 2.3.0 has it (the SDK's types still say text). */
+type McpCallError = { type: string; content: Array<{ type: string; text: string }> };
 
 const SUM_REQUEST = 'Add them up [[tool:everything__get-sum {"a":2,"b":3}]]';
 const sum = { id: 'call_sum', name: 'everything__get-sum', arguments: { a: 2, b: 3 } };
@@ -42,6 +46,7 @@ describe('the Responses API with the service MCP tools', () => {
 
   it('shows each call of the service tools as an mcp_call item before the message that used its result', async () => {
     const response = await client.responses.create({ model: 'svc-agent', input: SUM_REQUEST });
+    expectSchema('Response', response);
     expect(response.status).to.equal('completed');
     expect(response.output.map((item) => item.type)).to.deep.equal(['mcp_call', 'message']);
     const call = response.output[0] as McpCall;
@@ -61,13 +66,28 @@ describe('the Responses API with the service MCP tools', () => {
       times: 1,
     });
     const response = await client.responses.create({ model: 'svc-agent', input: 'Make two bad calls' });
+    expectSchema('Response', response);
     const calls = response.output.filter((item): item is McpCall => item.type === 'mcp_call');
     expect(calls.map(({ status, server_label, name, output }) => ({ status, server_label, name, output }))).to.deep.equal([
       { status: 'failed', server_label: '', name: 'nowhere__tool', output: null },
       { status: 'failed', server_label: 'everything', name: 'get-sum', output: null },
     ]);
-    expect(calls[0]!.error).to.match(/no tool named "nowhere__tool"/);
-    expect(calls[1]!.error).to.match(/^Error: .*JSON/);
+    const errors = calls.map((call) => call.error as unknown as McpCallError);
+    expect(errors.map((error) => error.type)).to.deep.equal(['mcp_tool_execution_error', 'mcp_tool_execution_error']);
+    expect(errors[0]!.content).to.have.length(1);
+    expect(errors[0]!.content[0]!.text).to.match(/no tool named "nowhere__tool"/);
+    expect(errors[1]!.content[0]!.text).to.match(/^Error: .*JSON/);
+  });
+
+  it('streams a failed call with response.mcp_call.failed and its error in output_item.done', async () => {
+    harness.llm.script({ match: { lastUserIncludes: 'stream a bad call', hasToolResults: false }, reply: { toolCalls: [{ id: 'call_none', name: 'nowhere__tool', arguments: {} }] }, times: 1 });
+    const events: OpenAI.Responses.ResponseStreamEvent[] = [];
+    for await (const event of await client.responses.create({ model: 'svc-agent', input: 'Please stream a bad call', stream: true })) events.push(event);
+    for (const event of events) expectSchema('ResponseStreamEvent', event);
+    expect(events.map((event) => event.type)).to.include('response.mcp_call.failed');
+    const done = events.find((event): event is OpenAI.Responses.ResponseOutputItemDoneEvent => event.type === 'response.output_item.done' && event.item.type === 'mcp_call');
+    expect(done!.item).to.include({ status: 'failed', output: null });
+    expect((done!.item as McpCall).error).to.deep.include({ type: 'mcp_tool_execution_error' });
   });
 
   it('keeps the order of a turn: the text before the call, the call, the text after, and output_text is the whole reply', async () => {
@@ -93,6 +113,7 @@ describe('the Responses API with the service MCP tools', () => {
       { match: { lastUserIncludes: 'both kinds', hasToolResults: true }, reply: { toolCalls: [{ ...weather, id: 'call_weather_2' }] }, times: 1 },
     );
     const first = await client.responses.create({ model: 'svc-agent', input: 'Use both kinds of tools', tools: [weatherTool] });
+    expectSchema('Response', first);
     expect(first.output.map((item) => item.type)).to.deep.equal(['message', 'mcp_call', 'function_call']);
     expect(first.output[2]).to.include({ call_id: 'call_weather_2', name: 'get_weather' });
 
@@ -115,6 +136,7 @@ describe('the Responses API with the service MCP tools', () => {
     harness.llm.script({ match: { lastUserIncludes: 'stream the sum', hasToolResults: false }, reply: { content: 'Adding.', toolCalls: [sum] }, times: 1 });
     const events: OpenAI.Responses.ResponseStreamEvent[] = [];
     for await (const event of await client.responses.create({ model: 'svc-agent', input: 'Please stream the sum', stream: true })) events.push(event);
+    for (const event of events) expectSchema('ResponseStreamEvent', event);
 
     expect(events.map((event) => event.sequence_number)).to.deep.equal(events.map((_, index) => index));
     const callEvents = events.filter((event) => 'item_id' in event || 'item' in event).filter((event) => {

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import type OpenAI from 'openai';
 import { refusal } from '../support/openai-answers.js';
+import { expectSchema } from '../support/openai-schema.js';
 import { useEverythingService } from '../support/everything-service.js';
 import type { TestService } from '../support/service-harness.js';
 
@@ -22,6 +23,7 @@ describe('tool approvals in the Responses API (require_approval: always)', () =>
   /** A response that ended asking for the sum, with its one approval request and its session. */
   async function askForSum(): Promise<{ response: OpenAI.Responses.Response; request: ApprovalRequestItem; sessionId: string }> {
     const { data: response, response: http } = await client.responses.create({ model: 'svc-agent', input: SUM_REQUEST }).withResponse();
+    expectSchema('Response', response);
     const [request] = response.output as ApprovalRequestItem[];
     return { response, request: request!, sessionId: http.headers.get('x-session-id')! };
   }
@@ -58,6 +60,7 @@ describe('tool approvals in the Responses API (require_approval: always)', () =>
       .create({ model: 'svc-agent', previous_response_id: response.id, input: [{ type: 'mcp_approval_response', approval_request_id: request.id, approve: true }] })
       .withResponse();
     expect(http.headers.get('x-session-id')).to.equal(sessionId);
+    expectSchema('Response', approved);
     expect(approved.output.map((item) => item.type)).to.deep.equal(['mcp_call', 'message']);
     const call = approved.output[0] as McpCall;
     expect(call).to.include({ status: 'completed', server_label: 'everything', name: 'get-sum', arguments: '{"a":2,"b":3}', approval_request_id: request.id, error: null });
@@ -73,6 +76,7 @@ describe('tool approvals in the Responses API (require_approval: always)', () =>
     expect(dialogue[2]).to.include({ role: 'tool' });
     expect(dialogue).to.have.length(3);
     const inputs = (await client.responses.inputItems.list(approved.id)).data;
+    expectSchema('ResponseItemList', await (await fetch(`${harness.baseURL}/responses/${approved.id}/input_items`)).json());
     expect(inputs).to.have.length(1);
     expect(inputs[0]).to.deep.include({ type: 'mcp_approval_response', approval_request_id: request.id, approve: true, reason: null });
     expect(inputs[0]!.id).to.match(/^mcpa_[0-9a-f]{48}$/);
@@ -93,6 +97,7 @@ describe('tool approvals in the Responses API (require_approval: always)', () =>
     const events: OpenAI.Responses.ResponseStreamEvent[] = [];
     const answer = { type: 'mcp_approval_response' as const, approval_request_id: request.id, approve: true };
     for await (const event of await client.responses.create({ model: 'svc-agent', previous_response_id: asked.response.id, input: [answer], stream: true })) events.push(event);
+    for (const event of [...asking, ...events]) expectSchema('ResponseStreamEvent', event);
     expect(events.map((event) => event.sequence_number)).to.deep.equal(events.map((_, index) => index));
     expect(events.filter((event) => event.type.startsWith('response.mcp_call')).map((event) => event.type)).to.deep.equal([
       'response.mcp_call.in_progress',
@@ -123,6 +128,7 @@ describe('tool approvals in the Responses API (require_approval: always)', () =>
     expect(JSON.parse(rows[3]!.message)).to.deep.equal({ approval_request_id: request.id, approve: false, reason: 'Not with these numbers' });
     // The Conversations API lists the answer as the item it came as.
     const items = await client.conversations.items.list(sessionId, { order: 'asc' });
+    expectSchema('ConversationItemList', await (await fetch(`${harness.baseURL}/conversations/${sessionId}/items?order=asc`)).json());
     expect(items.data[3]).to.deep.include({ type: 'mcp_approval_response', approval_request_id: request.id, approve: false, reason: 'Not with these numbers' });
   });
 

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import OpenAI from 'openai';
 import type { FakeLlm } from '../../scripts/fake-llm-server.js';
 import { lastContext, refusal } from '../support/openai-answers.js';
+import { expectSchema } from '../support/openai-schema.js';
 import { serviceStorageTargets } from '../support/service-storage.js';
 import { useServiceOn } from '../support/target-service.js';
 import type { TestService } from '../support/service-harness.js';
@@ -16,6 +17,7 @@ for (const target of serviceStorageTargets()) {
 
     it('answers responses.create with a completed response whose output_text is the agent reply, stored in the session transcript', async () => {
       const response = await client.responses.create({ model: 'svc-agent', input: 'Hello there', instructions: 'Answer briefly.', metadata: { ticket: '42' } });
+      expectSchema('Response', response);
       expect(response).to.include({ object: 'response', status: 'completed', output_text: 'Echo: Hello there', instructions: 'Answer briefly.', previous_response_id: null });
       expect(response.id).to.match(/^resp_[0-9a-f]{48}$/);
       expect(response.metadata).to.deep.equal({ ticket: '42' });
@@ -118,9 +120,11 @@ for (const target of serviceStorageTargets()) {
         ],
       });
       const retrieved = await client.responses.retrieve(created.id);
+      expectSchema('Response', retrieved);
       expect(retrieved.id).to.equal(created.id);
       expect(retrieved.output_text).to.equal(created.output_text);
       const items = await client.responses.inputItems.list(created.id, { order: 'asc' });
+      expectSchema('ResponseItemList', await (await fetch(`${harness.baseURL}/responses/${created.id}/input_items`)).json());
       expect(items.data.map((item) => (item as { content: Array<{ text: string }> }).content[0]!.text)).to.deep.equal(['first part', 'second part']);
       expect(items.data.every((item) => item.type === 'message' && /^msg_/.test(item.id!))).to.equal(true);
       const newestFirst = await client.responses.inputItems.list(created.id, { limit: 1 });
@@ -156,6 +160,7 @@ for (const target of serviceStorageTargets()) {
       ];
       llm.script({ match: { lastUserIncludes: 'Paris' }, reply: { toolCalls: [{ id: 'call_r1', name: 'get_weather', arguments: { city: 'Paris' } }] }, times: 1 });
       const first = await client.responses.create({ model: 'svc-agent', input: 'Weather in Paris?', tools });
+      expectSchema('Response', first);
       expect(first.output).to.have.length(1);
       expect(first.output[0]).to.deep.include({ type: 'function_call', call_id: 'call_r1', name: 'get_weather', arguments: '{"city":"Paris"}', status: 'completed' });
       expect(first.output_text).to.equal('');
@@ -169,6 +174,8 @@ for (const target of serviceStorageTargets()) {
         input: [{ type: 'function_call_output', call_id: 'call_r1', output: 'sunny, 21°C' }],
         tools,
       });
+      expectSchema('Response', second);
+      expectSchema('ResponseItemList', await (await fetch(`${harness.baseURL}/responses/${second.id}/input_items`)).json());
       expect(second.output_text).to.equal('Tool result: sunny, 21°C');
       const sent = llm.requests.at(-1)!.body.messages!;
       expect(sent.map((message) => message.role), JSON.stringify(sent)).to.deep.equal(['system', 'user', 'assistant', 'tool']);
@@ -210,6 +217,7 @@ for (const target of serviceStorageTargets()) {
       const stream = await client.responses.create({ model: 'svc-agent', input: 'stream me please', stream: true });
       const events: OpenAI.Responses.ResponseStreamEvent[] = [];
       for await (const event of stream) events.push(event);
+      for (const event of events) expectSchema('ResponseStreamEvent', event);
       expect(events.map((event) => event.sequence_number)).to.deep.equal(events.map((_, index) => index));
       const types = events.map((event) => event.type);
       const deltas = types.filter((type) => type === 'response.output_text.delta').length;
@@ -249,8 +257,12 @@ for (const target of serviceStorageTargets()) {
       llm.script({ reply: { toolCalls: [{ id: 'call_s9', name: 'get_weather', arguments: { city: 'Oslo' } }] }, times: 1 });
       const calls = client.responses.stream({ model: 'svc-agent', input: 'Weather in Oslo?', tools });
       const argumentPieces: string[] = [];
+      const events: OpenAI.Responses.ResponseStreamEvent[] = [];
+      calls.on('event', (event) => events.push(event));
       calls.on('response.function_call_arguments.delta', (event) => argumentPieces.push(event.delta));
       const final = await calls.finalResponse();
+      for (const event of events) expectSchema('ResponseStreamEvent', event);
+      expect(events.map((event) => event.type)).to.include.members(['response.function_call_arguments.done', 'response.output_item.done']);
       expect(final.output).to.have.length(1);
       expect(final.output[0]).to.deep.include({ type: 'function_call', call_id: 'call_s9', name: 'get_weather', arguments: '{"city":"Oslo"}' });
       expect(JSON.parse(argumentPieces.join(''))).to.deep.equal({ city: 'Oslo' });
@@ -260,15 +272,20 @@ for (const target of serviceStorageTargets()) {
       const stream = await client.responses.create({ model: 'svc-agent', input: 'this fails [[error:503]]', stream: true });
       const events: OpenAI.Responses.ResponseStreamEvent[] = [];
       for await (const event of stream) events.push(event);
+      for (const event of events) expectSchema('ResponseStreamEvent', event);
       const last = events.at(-1) as OpenAI.Responses.ResponseFailedEvent;
       expect(last.type).to.equal('response.failed');
       expect(last.response.status).to.equal('failed');
       expect(last.response.error).to.include({ code: 'server_error' });
       expect(last.response.error!.message).to.match(/503/);
+      const stored = await client.responses.retrieve(last.response.id);
+      expectSchema('Response', stored);
+      expect(stored).to.deep.include({ status: 'failed', error: last.response.error });
     });
 
     it('keeps no response with store: false, though the turn is in the transcript', async () => {
       const response = await client.responses.create({ model: 'svc-agent', input: 'forget me', store: false });
+      expectSchema('Response', response);
       expect((response as unknown as { store: boolean }).store).to.equal(false);
       expect(await refusal(client.responses.retrieve(response.id))).to.deep.include({ status: 404 });
       const rows = await harness.service.database.db.selectFrom('conversations').select('message').where('message', '=', 'forget me').execute();
@@ -292,7 +309,9 @@ for (const target of serviceStorageTargets()) {
       for (const [body, param] of cases) {
         const answer = await fetch(`${harness.baseURL}/responses`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
         expect(answer.status, JSON.stringify(body)).to.equal(400);
-        const error = ((await answer.json()) as { error: { type: string; param: string } }).error;
+        const refused = (await answer.json()) as { error: { type: string; param: string } };
+        expectSchema('ErrorResponse', refused);
+        const error = refused.error;
         expect(error.type, JSON.stringify(body)).to.equal('invalid_request_error');
         expect(error.param, JSON.stringify(body)).to.match(new RegExp(`^${param.replace(/[[\]]/g, '\\$&')}`));
       }

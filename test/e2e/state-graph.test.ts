@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { expect } from 'chai';
 import type OpenAI from 'openai';
 import { useEverythingService } from '../support/everything-service.js';
+import { expectSchema } from '../support/openai-schema.js';
 import { readText, sseData, startTestService, type TestService } from '../support/service-harness.js';
 
 const PLAN_GRAPH = new URL('../../config/examples/plan-then-answer.yaml', import.meta.url).pathname;
@@ -122,7 +123,9 @@ describe('state graph: a private planning step (config/examples/plan-then-answer
     expect(response.output_text).to.equal('Echo: Which plan?');
     expect(response.output.map((item) => item.type)).to.deep.equal(['message']);
     // The session is the conversation the Conversations API shows.
-    const items = await harness.client.conversations.items.list(http.headers.get('x-session-id')!, { order: 'asc' });
+    const sessionId = http.headers.get('x-session-id')!;
+    const items = await harness.client.conversations.items.list(sessionId, { order: 'asc' });
+    expectSchema('ConversationItemList', await (await fetch(`${harness.baseURL}/conversations/${sessionId}/items?order=asc`)).json());
     const shapes = items.data.map((item) =>
       item.type === 'reasoning' ? ['reasoning', item.content?.[0]?.text] : item.type === 'message' ? [item.role, item.type] : [item.type],
     );

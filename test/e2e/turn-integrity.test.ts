@@ -4,6 +4,7 @@ import OpenAI from 'openai';
 import { FAILED_REPLY_ROLE, LLM_FAILURE_PREFIX } from '../../runtime/sessions/supervisor.js';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
 import { storedTranscript } from '../fault/transcript.js';
+import { expectSchema } from '../support/openai-schema.js';
 import { serviceStorageTargets } from '../support/service-storage.js';
 import { readText, sseData, startTestService, type TestService } from '../support/service-harness.js';
 
@@ -178,6 +179,7 @@ describe('llm.failure_mode: http', function () {
     expect(first.status).to.equal(502);
     expect(first.headers.get('retry-after')).to.equal('1');
     const body = (await first.json()) as { error: Record<string, unknown> };
+    expectSchema('ErrorResponse', body);
     expect(body.error).to.deep.equal({
       message: 'An error occurred during async LLM call: 503 overloaded',
       type: 'upstream_error',
@@ -207,6 +209,8 @@ describe('llm.failure_mode: http', function () {
     const events = sseData(await readText(response));
     expect(events.at(-1)).to.equal('[DONE]');
     const last = JSON.parse(events.at(-2)!) as { error?: { type: string; message: string } };
+    expectSchema('ErrorResponse', last);
+    for (const event of events.slice(0, -2)) expectSchema('CreateChatCompletionStreamResponse', JSON.parse(event));
     expect(last.error?.type).to.equal('upstream_error');
     const contents = events.slice(0, -2).map((event) => (JSON.parse(event) as { choices: Array<{ delta: { content?: string } }> }).choices[0]?.delta.content ?? '');
     expect(contents.join('')).not.to.include('Error');
@@ -219,6 +223,8 @@ describe('llm.failure_mode: http', function () {
       body: JSON.stringify({ stream: true, messages: [{ role: 'user', content: 'x [[error:503 down]]' }] }),
     });
     expect(response.status).to.equal(502);
-    expect(((await response.json()) as { error: { code: string } }).error.code).to.equal('upstream_unavailable');
+    const body = (await response.json()) as { error: { code: string } };
+    expectSchema('ErrorResponse', body);
+    expect(body.error.code).to.equal('upstream_unavailable');
   });
 });

@@ -1,5 +1,6 @@
 import OpenAI from 'openai';
 import type { FakeLlm } from '../../scripts/fake-llm-server.js';
+import { expectSchema } from './openai-schema.js';
 
 /** The roles and contents the LLM received in its last chat request. */
 export function lastContext(llm: FakeLlm): Array<{ role: string; content: string }> {
@@ -7,7 +8,7 @@ export function lastContext(llm: FakeLlm): Array<{ role: string; content: string
   return request.body.messages!.map((message) => ({ role: message.role, content: String(message.content) }));
 }
 
-/** What an OpenAI client sees of a refused request: its status and the error's fields. */
+/** What an OpenAI client sees of a refused request: its status and the error's fields, checked against OpenAI's error schema. */
 export async function refusal(
   call: Promise<unknown>,
 ): Promise<{ status: number | undefined; type: string | undefined; param: string | null | undefined; message: string | undefined }> {
@@ -15,6 +16,8 @@ export async function refusal(
     await call;
   } catch (error) {
     if (!(error instanceof OpenAI.APIError)) throw error;
+    // The client keeps the body's `error` object.
+    expectSchema('ErrorResponse', { error: error.error });
     const body = error.error as { type?: string; param?: string | null; message?: string } | undefined;
     return { status: error.status, type: body?.type, param: body?.param, message: body?.message };
   }
