@@ -18,8 +18,8 @@ export type Database = {
   kind: 'pg' | 'pglite';
   /** Opened with vector support (PGlite loads pgvector; `pg` clients get its type parsers). */
   hasVector: boolean;
-  /** The embedded database's stand-in for autovacuum's analyze: told of writes to the tables whose plans depend on statistics. */
-  autoAnalyze?: AutoAnalyze;
+  /** The service's own autovacuum analyze: told of writes to the tables whose plans depend on statistics. */
+  autoAnalyze: AutoAnalyze;
   /** Calls `onPayload` with each notification on `channel` (`NOTIFY`/`pg_notify`); resolves once listening, with the way to stop. */
   listen(channel: string, onPayload: (payload: string) => void): Promise<StopListening>;
   close(): Promise<void>;
@@ -45,7 +45,7 @@ export type CreateDatabaseOptions = {
    * dropped); the pool replaces such a connection on its own. Default: ignored.
    */
   onIdleError?: (error: Error) => void;
-  /** Told about errors of background work on the embedded database (its ANALYZE). Default: ignored. */
+  /** Told about errors of background work on the database (its ANALYZE). Default: ignored. */
   onMaintenanceError?: (error: Error) => void;
 };
 
@@ -78,10 +78,13 @@ function openServer(url: string, options: CreateDatabaseOptions): Database {
   });
   const db = new Kysely<DatabaseSchema>({ dialect: new PostgresDialect({ pool }) });
   const listeners = new Set<StopListening>();
+  // A server's autovacuum may be off, or come round only after its naptime: the memories' statistics stay fresh either way.
+  const autoAnalyze = new AutoAnalyze(db, options.onMaintenanceError ?? (() => {}));
   return {
     db,
     kind: 'pg',
     hasVector: options.vector,
+    autoAnalyze,
     async listen(channel, onPayload) {
       const stop = await listenOnServer(url, channel, onPayload, (error) => options.onIdleError?.(error));
       listeners.add(stop);
@@ -92,6 +95,7 @@ function openServer(url: string, options: CreateDatabaseOptions): Database {
     },
     async close() {
       await Promise.all([...listeners].map((stop) => stop()));
+      await autoAnalyze.close();
       await db.destroy();
     },
   };

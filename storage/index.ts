@@ -51,10 +51,7 @@ export function createStores(database: Database, options: { memory?: Pick<Memory
   };
   if (database.hasVector) {
     const autoAnalyze = database.autoAnalyze;
-    stores.memories = createMemoryRepository(database.db, {
-      ...options.memory,
-      ...(autoAnalyze ? { onWrite: (rows: number) => autoAnalyze.wrote('memories', rows) } : {}),
-    });
+    stores.memories = createMemoryRepository(database.db, { ...options.memory, onWrite: (rows) => autoAnalyze.wrote('memories', rows) });
     stores.memoryEmbedder = createEmbedderRecordRepository(database.db);
   }
   return stores;

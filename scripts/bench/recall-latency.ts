@@ -88,13 +88,6 @@ export function recallSection(report: RecallReport): Section {
     lines.push(
       `${run.database}: ${run.memories} memories of one user (+ other users' few) stored in ${seconds(run.fillMs)} s, then the HNSW index built in ${seconds(run.indexBuildMs)} s; ${run.dimensions} dimensions, top ${run.results}; indexes: ${run.indexes.join('; ')}`,
     );
-    if (run.autoAnalyzeMs !== undefined) {
-      lines.push(
-        run.autoAnalyzeMs === null
-          ? `${run.database}: autovacuum had not analyzed the memories when the 'as filled' cases ran (no statistics)`
-          : `${run.database}: the 'as filled' cases ran once autovacuum had analyzed the memories, ${seconds(run.autoAnalyzeMs)} s after the index was built`,
-      );
-    }
   }
   lines.push(...report.notes);
   return { title: 'Long-term recall latency (runtime/memory/vector-memory.ts recall: local embedding + search)', table: { headers, rows }, lines, preformatted: plans };

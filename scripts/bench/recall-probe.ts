@@ -15,7 +15,7 @@ export type RecallCase = {
   user: string;
   /** Memories the user owns. */
   userMemories: number;
-  /** `as filled`: the statistics the database gathered on its own (PGlite: the service's AutoAnalyze); `after ANALYZE`: fresh ones. */
+  /** `as filled`: the statistics as the service leaves them (its AutoAnalyze, on both databases); `after ANALYZE`: fresh ones. */
   statistics: 'as filled' | 'after ANALYZE';
   /** `hnsw.ef_search` of the searches (what matters only where the HNSW index is used). */
   efSearch: number;
@@ -43,8 +43,6 @@ export type RecallProbeResult = {
   indexBuildMs: number;
   /** The memories table's indexes as the migration created them. */
   indexes: string[];
-  /** PostgreSQL: how long after the index was built autovacuum's ANALYZE of the memories ended (the `as filled` cases wait for it); null if it did not within the wait. */
-  autoAnalyzeMs?: number | null;
   cases: RecallCase[];
 };
 
@@ -91,11 +89,9 @@ async function main(): Promise<void> {
     await fill(database, HEAVY_USER, memories, settings);
     for (let user = 1; user <= LIGHT_USERS; user += 1) await fill(database, lightUser(user), LIGHT_USER_MEMORIES, settings);
     await fill(database, BOUND_USER, EXACT_SEARCH_UP_TO, settings);
-    await database.autoAnalyze?.settled();
+    await database.autoAnalyze.settled();
     const fillMs = performance.now() - fillStarted;
     const indexBuildMs = await buildIndex(database, vectorIndex.indexdef);
-    // A server gathers its statistics itself: the `as filled` cases measure what autovacuum leaves.
-    const autoAnalyzeMs = database.kind === 'pg' ? await waitForAutoAnalyze(database) : undefined;
     const cases: RecallCase[] = [];
     const configured = { efSearch: config.memory.hnsw_ef_search, writers: 0 };
     for (const statistics of ['as filled', 'after ANALYZE'] as const) {
@@ -119,7 +115,6 @@ async function main(): Promise<void> {
       fillMs,
       indexBuildMs,
       indexes: indexes.rows.map((row) => row.indexdef),
-      ...(autoAnalyzeMs === undefined ? {} : { autoAnalyzeMs }),
       cases,
     };
     console.log(JSON.stringify(result));
@@ -144,25 +139,6 @@ async function buildIndex(database: Database, definition: string): Promise<numbe
   const buildMs = performance.now() - started;
   console.error(`  vector index built in ${(buildMs / 1000).toFixed(0)} s`);
   return buildMs;
-}
-
-/** Longest wait for autovacuum: its default naptime is a minute, and it may find the table busy once. */
-const AUTO_ANALYZE_WAIT_MS = 180_000;
-
-/** Waits until autovacuum has analyzed the memories (`last_autoanalyze` set); how long that took in ms, or null past the wait. */
-async function waitForAutoAnalyze(database: Database): Promise<number | null> {
-  const started = performance.now();
-  while (performance.now() - started < AUTO_ANALYZE_WAIT_MS) {
-    const { rows } = await sql<{ analyzed: boolean }>`select last_autoanalyze is not null as analyzed from pg_stat_user_tables where relname = 'memories'`.execute(database.db);
-    if (rows[0]?.analyzed) {
-      const waited = performance.now() - started;
-      console.error(`  autovacuum analyzed the memories ${(waited / 1000).toFixed(0)} s after the index was built`);
-      return waited;
-    }
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
-  }
-  console.error(`  autovacuum had not analyzed the memories after ${AUTO_ANALYZE_WAIT_MS / 1000} s: measuring without statistics`);
-  return null;
 }
 
 /** Stores `count` memories of `userId` in batches through the service's memory store, as consolidation does one by one. */
