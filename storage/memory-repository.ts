@@ -43,11 +43,7 @@ export function createMemoryRepository(db: Kysely<DatabaseSchema>, options: Memo
   function nearestByIndex(userId: string, query: string, count: number): Promise<Array<MemoryEntry & { distance: number }>> {
     const efSearch = options.efSearch;
     if (efSearch === undefined) return nearestByIndexIn(db, userId, query, count);
-    // A setting of this transaction alone: the pool's connections keep the server's.
-    return db.transaction().execute(async (trx) => {
-      await sql`select set_config('hnsw.ef_search', ${String(efSearch)}, true)`.execute(trx);
-      return nearestByIndexIn(trx, userId, query, count);
-    });
+    return withEfSearch(db, efSearch, (trx) => nearestByIndexIn(trx, userId, query, count));
   }
 
   async function nearestByIndexIn(executor: Kysely<DatabaseSchema>, userId: string, query: string, count: number): Promise<Array<MemoryEntry & { distance: number }>> {
@@ -130,6 +126,17 @@ export function createMemoryRepository(db: Kysely<DatabaseSchema>, options: Memo
       return deleted;
     },
   };
+}
+
+/**
+ * Runs `work` in a transaction whose HNSW searches keep `efSearch` candidates
+ * (`hnsw.ef_search`, set local to it: the pool's connections keep the server's setting).
+ */
+export function withEfSearch<T>(db: Kysely<DatabaseSchema>, efSearch: number, work: (trx: Kysely<DatabaseSchema>) => Promise<T>): Promise<T> {
+  return db.transaction().execute(async (trx) => {
+    await sql`select set_config('hnsw.ef_search', ${String(efSearch)}, true)`.execute(trx);
+    return work(trx);
+  });
 }
 
 /** pgvector's text form of an embedding; rejects what would not be a vector. */

@@ -6,7 +6,7 @@ import { EventBus } from '../../runtime/observability/event-bus.js';
 import { hashedEmbedding } from '../../runtime/llm/hashed-embedding.js';
 import { createVectorMemory } from '../../runtime/memory/vector-memory.js';
 import { createDatabase, createMemoryRepository, createStores, migrateToLatest, type Database } from '../../storage/index.js';
-import { EXACT_SEARCH_UP_TO } from '../../storage/memory-repository.js';
+import { EXACT_SEARCH_UP_TO, withEfSearch } from '../../storage/memory-repository.js';
 import { summarise, type LatencySummary } from './latency-stats.js';
 import { createTextSource, type TextSource } from './text-source.js';
 
@@ -179,6 +179,7 @@ async function measureCase(
   const memory = createVectorMemory({ store, embedder: createLocalEmbedder(dimensions), events, results });
   const durations: number[] = [];
   const consolidating = await startWriters(database, writers, settings);
+  let writesPerSecond = 0;
   try {
     for (let index = 0; index < WARMUP_QUERIES + queries; index += 1) {
       const text = texts.sentence(14);
@@ -188,18 +189,16 @@ async function measureCase(
       if (recalled.length !== Math.min(results, userMemories)) throw new Error(`recall for ${userId} gave ${recalled.length} memories`);
     }
   } finally {
-    await consolidating.stop();
+    writesPerSecond = await consolidating.stop();
   }
   const { node, queryId } = spy.last();
   const search = database.db.getExecutor().compileQuery(node, queryId);
   // The plan as the search ran it: with the case's ef_search, in a transaction of its own.
-  const explained = await database.db.transaction().execute(async (trx) => {
-    await sql`select set_config('hnsw.ef_search', ${String(efSearch)}, true)`.execute(trx);
-    return trx.executeQuery<{ 'QUERY PLAN': string }>(CompiledQuery.raw(`explain (analyze, buffers) ${search.sql}`, [...search.parameters]));
-  });
+  const explained = await withEfSearch(database.db, efSearch, (trx) =>
+    trx.executeQuery<{ 'QUERY PLAN': string }>(CompiledQuery.raw(`explain (analyze, buffers) ${search.sql}`, [...search.parameters])),
+  );
   const exact = await exactShare(database, userId, settings, efSearch);
   const latency = summarise(durations);
-  const writesPerSecond = consolidating.writes / (consolidating.seconds || 1);
   console.error(
     `  recall ${userId} (${statistics}, ef_search ${efSearch}, ${writers} writers${writers ? `: ${writesPerSecond.toFixed(0)} memories/s` : ''}): p50 ${latency.p50.toFixed(2)} ms, p99 ${latency.p99.toFixed(2)} ms, exact ${(100 * exact).toFixed(0)}%`,
   );
@@ -265,10 +264,10 @@ async function exactShare(database: Database, userId: string, { results, dimensi
  * consolidation does after each turn: on PostgreSQL each on a pool of its own, as the service's
  * workers are; on PGlite through its one connection, beside the recalls.
  */
-async function startWriters(database: Database, count: number, { dimensions, texts, dbUrl }: CaseSettings): Promise<{ stop(): Promise<void>; writes: number; seconds: number }> {
+async function startWriters(database: Database, count: number, { dimensions, texts, dbUrl }: CaseSettings): Promise<{ stop(): Promise<number> }> {
   const started = performance.now();
   let stopped = false;
-  const state = { writes: 0, seconds: 0 };
+  let writes = 0;
   const loops = await Promise.all(
     Array.from({ length: count }, async (_, worker) => {
       const own = database.kind === 'pg' ? await createDatabase({ url: dbUrl, dataDir: 'unused', vector: true, poolSize: 1 }) : undefined;
@@ -279,7 +278,7 @@ async function startWriters(database: Database, count: number, { dimensions, tex
           while (!stopped) {
             const content = `User: ${texts.sentence(14)}\nAssistant: ${texts.sentence(24)}`;
             await store.add([{ userId: `bench-writer-${worker}`, sessionId: `bench-writer-session-${worker}`, content, embedding: hashedEmbedding(content, dimensions) }]);
-            state.writes += 1;
+            writes += 1;
           }
         } finally {
           await own?.close();
@@ -289,16 +288,12 @@ async function startWriters(database: Database, count: number, { dimensions, tex
     }),
   );
   return {
-    get writes() {
-      return state.writes;
-    },
-    get seconds() {
-      return state.seconds;
-    },
+    /** Stops the workers; the memories they stored a second. */
     async stop() {
       stopped = true;
-      state.seconds = (performance.now() - started) / 1000;
+      const seconds = (performance.now() - started) / 1000;
       await Promise.all(loops.map(({ loop }) => loop));
+      return writes / seconds;
     },
   };
 }
