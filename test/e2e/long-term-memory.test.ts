@@ -3,8 +3,8 @@ import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
 import { loadConfig } from '../../config/load-config.js';
 import { startService } from '../../gateway/service.js';
 import { servePgliteOverSocket } from '../support/databases.js';
-import { createServerSchema } from '../support/server-schema.js';
 import { startTestService, testLogger, type TestService } from '../support/service-harness.js';
+import { serviceStorageTargets, type StorageTarget } from '../support/service-storage.js';
 
 const FILLER_TOPICS = ['weather', 'trains', 'cooking', 'chess', 'gardening', 'music', 'astronomy', 'football', 'poetry', 'painting'];
 
@@ -25,36 +25,27 @@ function lastSystemText(llm: FakeLlm): string {
   return request.body.messages!.filter((message) => message.role === 'system').map((message) => String(message.content)).join('\n');
 }
 
-const backends: Array<{ name: string; open(): Promise<{ env: NodeJS.ProcessEnv; close(): Promise<void> }> }> = [
-  { name: 'embedded PGlite', open: async () => ({ env: {}, close: async () => {} }) },
+/** The embedded database, the PostgreSQL server (with TEST_DATABASE_URL), and the pg driver to PGlite's pgvector over the wire protocol. */
+const backends: StorageTarget[] = [
+  ...serviceStorageTargets(),
   {
     name: 'pg driver to real pgvector (pglite-socket)',
-    open: async () => {
+    prepare: async () => {
       const socket = await servePgliteOverSocket({ vector: true });
-      return { env: { DB_URL: socket.url }, close: socket.close };
+      return { env: { DB_URL: socket.url }, cleanup: socket.close };
     },
   },
 ];
-if (process.env.TEST_DATABASE_URL) {
-  const baseUrl = process.env.TEST_DATABASE_URL;
-  backends.push({
-    name: 'the PostgreSQL server with pgvector',
-    open: async () => {
-      const schema = await createServerSchema(baseUrl, 'memory', { vector: true });
-      return { env: { DB_URL: schema.url }, close: schema.drop };
-    },
-  });
-}
 
 for (const backend of backends) {
   describe(`long-term memory (${backend.name})`, () => {
     let llm: FakeLlm;
     let harness: TestService;
-    let database: { env: NodeJS.ProcessEnv; close(): Promise<void> };
+    let database: { env: NodeJS.ProcessEnv; cleanup(): Promise<void> };
 
     before(async () => {
       llm = await startFakeLlm();
-      database = await backend.open();
+      database = await backend.prepare();
       harness = await startTestService({
         llm,
         env: { ...database.env, MEMORY_USE_LONG_TERM: 'true', MEMORY_SHORT_TERM_TURNS: '6', MEMORY_LONG_TERM_RESULTS: '3' },
@@ -62,7 +53,7 @@ for (const backend of backends) {
     });
     after(async () => {
       await harness?.close();
-      await database?.close();
+      await database?.cleanup();
       await llm?.close();
     });
 
