@@ -1,13 +1,13 @@
 import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import convict from 'convict';
 import { parse as parseYaml } from 'yaml';
 import { normaliseWord } from '../runtime/tools/approval-words.js';
+import { packageFile } from './package-files.js';
 import { McpServersSchema, type McpServerConfig } from './mcp-server-schema.js';
 import { configSchema, registerFormats, type ConfigValues } from './schema.js';
 
 /** The repository's default deployment file, used when CONFIG_FILE is not set. */
-export const DEFAULT_CONFIG_FILE = fileURLToPath(new URL('./default.yaml', import.meta.url));
+export const DEFAULT_CONFIG_FILE = packageFile('config/default.yaml');
 
 /** The service's settings, validated. */
 export type AppConfig = Omit<ConfigValues, 'mcp_servers'> & {

@@ -3,12 +3,13 @@ import { extname } from 'node:path';
 import { parseGraphText, type GraphProblem, type GraphValidation } from '../machines/validate-graph.js';
 import type { StateGraph } from '../machines/graph-schema.js';
 import { ConfigError } from './load-config.js';
+import { resolveConfiguredFile } from './package-files.js';
 
 /** Reads and validates a graph file (`.json` as JSON, anything else as YAML). */
 export function readGraphFile(path: string): GraphValidation {
   let text: string;
   try {
-    text = readFileSync(path, 'utf8');
+    text = readFileSync(resolveConfiguredFile(path), 'utf8');
   } catch (error) {
     return { ok: false, problems: [{ path, message: `cannot read the graph file: ${(error as Error).message}` }], warnings: [] };
   }

@@ -1,5 +1,5 @@
-import { fileURLToPath } from 'node:url';
 import express, { Router, type Request, type RequestHandler, type Response } from 'express';
+import { packageFile } from '../config/package-files.js';
 import type { StateGraph } from '../machines/index.js';
 import { toSvg } from '../machines/render-graph.js';
 import type { EventBus, RuntimeEventName, RuntimeEvents } from '../runtime/observability/event-bus.js';
@@ -67,7 +67,7 @@ const STREAMED_EVENTS = [
 
 type StreamedEvent = (typeof STREAMED_EVENTS)[number];
 
-const PAGE_DIR = fileURLToPath(new URL('./inspect-page/', import.meta.url));
+const PAGE_DIR = packageFile('gateway/inspect-page');
 
 /** Nothing but this origin: the page loads no script, style or font from elsewhere. The SVG drawing carries its own <style>. */
 const PAGE_SECURITY_POLICY =

@@ -7,6 +7,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { basename, extname } from 'node:path';
 import { parseArgs } from 'node:util';
+import { resolveConfiguredFile } from '../config/package-files.js';
 import { formatProblem, formatWarning, parseGraphText, routesOf, STATE_TYPES, successorsOf, toHtmlPage, toMermaid, toSvg } from '../machines/index.js';
 import type { GraphProblem, StateGraph } from '../machines/index.js';
 
@@ -70,7 +71,7 @@ async function main(argv: string[]): Promise<number> {
 
   let text: string;
   try {
-    text = await readFile(file, 'utf8');
+    text = await readFile(resolveConfiguredFile(file), 'utf8');
   } catch (error) {
     console.error(`graph:validate: cannot read ${file}: ${(error as Error).message}`);
     return 1;

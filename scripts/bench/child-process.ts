@@ -9,7 +9,7 @@ import { groupPids } from './cpu-usage.js';
 /** How a child process tells it is ready: a line on stdout/stderr (its first group is the URL), or a URL answering 200. */
 export type Readiness = { line: RegExp } | { probe: string };
 
-/** What to run: a TypeScript entry point under `node --import tsx`. */
+/** What to run: a TypeScript entry point under `node --import tsx`, or a JavaScript one (`.js`, `.mjs`) under plain `node`. */
 export type ChildSpec = {
   name: string;
   script: string;
@@ -52,7 +52,7 @@ export function benchProcesses(): Record<string, number[]> {
 
 /** Spawns a child in its own process group and resolves once it is ready; it is stopped by `runCleanups` too. */
 export async function startChild(spec: ChildSpec): Promise<RunningChild> {
-  const child = spawn(process.execPath, [...(spec.nodeArgs ?? []), '--import', 'tsx', spec.script, ...(spec.args ?? [])], {
+  const child = spawn(process.execPath, nodeArguments(spec), {
     cwd: spec.cwd,
     env: spec.env ?? process.env,
     detached: true,
@@ -99,7 +99,7 @@ export type ScriptSpec = Omit<ChildSpec, 'ready' | 'readyTimeoutMs'>;
 
 /** Runs a script in its own process group (killed by `runCleanups` if the bench stops first) and parses its result. */
 export async function runScript<T>(spec: ScriptSpec): Promise<T> {
-  const child = spawn(process.execPath, [...(spec.nodeArgs ?? []), '--import', 'tsx', spec.script, ...(spec.args ?? [])], {
+  const child = spawn(process.execPath, nodeArguments(spec), {
     cwd: spec.cwd,
     env: spec.env ?? process.env,
     detached: true,
@@ -119,6 +119,12 @@ export async function runScript<T>(spec: ScriptSpec): Promise<T> {
     unregister();
     live.delete(child);
   }
+}
+
+/** The node command line of `spec`: TypeScript through the tsx loader, JavaScript as it is. */
+function nodeArguments(spec: ScriptSpec): string[] {
+  const loader = /\.m?js$/.test(spec.script) ? [] : ['--import', 'tsx'];
+  return [...(spec.nodeArgs ?? []), ...loader, spec.script, ...(spec.args ?? [])];
 }
 
 function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
