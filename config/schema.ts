@@ -36,6 +36,14 @@ export function registerFormats(): void {
     },
   });
   convict.addFormat({
+    name: 'shared-buffers-mb',
+    coerce: (value: unknown) => (typeof value === 'string' ? Number(value) : value),
+    validate(value: unknown) {
+      // The embedded database's WebAssembly memory is at most 2 GB: half of it at most for the buffers.
+      if (!Number.isInteger(value) || (value as number) < 1 || (value as number) > 1024) throw new Error('must be an integer from 1 to 1024');
+    },
+  });
+  convict.addFormat({
     name: 'word-list',
     // The environment gives a comma-separated list; the deployment file a YAML list or the same text.
     coerce: (value: unknown) => (typeof value === 'string' ? value.split(',') : value),
@@ -79,7 +87,7 @@ export type ConfigValues = {
     embedding_model: string;
     failure_mode: 'reply' | 'http';
   };
-  database: { url: string; data_dir: string; pool_size: number };
+  database: { url: string; data_dir: string; pool_size: number; embedded_shared_buffers_mb: number };
   memory: {
     user_id: string;
     use_long_term: boolean;
@@ -190,6 +198,12 @@ export const configSchema: convict.Schema<ConfigValues> = {
     },
     data_dir: { doc: 'Folder of the embedded database.', format: String, default: './data', env: 'DATA_DIR' },
     pool_size: { doc: 'Connections in the PostgreSQL pool.', format: 'positive-int', default: 10, env: 'DB_POOL_SIZE' },
+    embedded_shared_buffers_mb: {
+      doc: "The embedded database's shared buffers (PostgreSQL's shared_buffers), in MB, 1 to 1024: resident from the start, so they set most of its memory at rest. Pages beyond them are read from the data folder, through the operating system's cache.",
+      format: 'shared-buffers-mb',
+      default: 32,
+      env: 'DB_EMBEDDED_SHARED_BUFFERS_MB',
+    },
   },
   memory: {
     user_id: { doc: 'User id when a request names none.', format: String, default: 'default_user', env: 'MEMORY_USER_ID' },

@@ -78,6 +78,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     dataDir: config.database.data_dir,
     vector,
     poolSize: config.database.pool_size,
+    sharedBuffersMb: config.database.embedded_shared_buffers_mb,
     onIdleError: (error) => logger.warn(`database connection lost: ${error.message}`),
     onMaintenanceError: (error) => logger.warn(`analyzing the embedded database failed: ${error.message}`),
   });

@@ -46,6 +46,7 @@ const FORMATS = new Map<unknown, string>([
   ['positive-int', 'integer ≥ 1'],
   ['temperature', 'number from 0 to 2'],
   ['ef-search', 'integer from 1 to 1000'],
+  ['shared-buffers-mb', 'integer from 1 to 1024'],
   ['word-list', 'list of words (comma-separated in the environment)'],
   ['http-url', 'http(s) URL'],
   ['database-url', 'empty, or `postgres://<user>:<password>@<host>:<port>/<database>`'],

@@ -8,6 +8,7 @@ import { AutoAnalyze } from './auto-analyze.js';
 import { lockDataDir } from './data-dir-lock.js';
 import { listenOnServer, type StopListening } from './notification-listener.js';
 import { PGliteDialect } from './pglite-dialect.js';
+import { initdbInChildProcess, needsInitdb } from './pglite-initdb.js';
 import { prepareHotStatements } from './prepared-statements.js';
 import type { DatabaseSchema } from './database-schema.js';
 
@@ -40,6 +41,8 @@ export type CreateDatabaseOptions = {
   pgliteTemplate?: Blob;
   /** Connections in the `pg` pool (default 10). */
   poolSize?: number;
+  /** The embedded database's shared buffers in MB (`database.embedded_shared_buffers_mb`); PGlite's own default is 128. */
+  sharedBuffersMb?: number;
   /**
    * Told about errors of idle pooled connections (the server restarted, the network
    * dropped); the pool replaces such a connection on its own. Default: ignored.
@@ -51,6 +54,8 @@ export type CreateDatabaseOptions = {
 
 /** Connections in the PostgreSQL pool unless configured (`database.pool_size`). */
 export const DEFAULT_POOL_SIZE = 10;
+/** The embedded database's shared buffers unless configured (`database.embedded_shared_buffers_mb`); see docs/deployment.md. */
+export const DEFAULT_SHARED_BUFFERS_MB = 32;
 const SCHEMES = new Set(['postgres:', 'postgresql:']);
 const EXPECTED_FORM = '<scheme>://<user>:<password>@<host>:<port>/<database> with scheme postgres or postgresql';
 
@@ -127,7 +132,9 @@ async function openEmbedded(options: CreateDatabaseOptions): Promise<Database> {
   const unlock = isUrlLike(dataDir) ? async () => {} : await lockDataDir(dataDir);
   let pglite: PGlite;
   try {
+    if (!isUrlLike(dataDir) && needsInitdb(dataDir)) await initdbInChildProcess(dataDir);
     pglite = await PGlite.create(dataDir, {
+      startParams: [...PGlite.defaultStartParams, ...EMBEDDED_SETTINGS, '-c', `shared_buffers=${options.sharedBuffersMb ?? DEFAULT_SHARED_BUFFERS_MB}MB`],
       ...(options.vector ? { extensions: { vector: vectorExtension } } : {}),
       // PGlite refuses to load a dump over an existing data folder.
       ...(options.pgliteTemplate && dataDir.startsWith('memory://') ? { loadDataDir: options.pgliteTemplate } : {}),
@@ -154,6 +161,14 @@ async function openEmbedded(options: CreateDatabaseOptions): Promise<Database> {
     },
   };
 }
+
+/**
+ * PostgreSQL settings of the embedded database, sized for its memory at rest: the shared
+ * buffers (configured) are touched at start, so PGlite's 128 MB default would be resident
+ * from the first second; and the per-connection shared structures (PGPROC, lock tables)
+ * are sized for 100 connections where PGlite runs one backend (18 MB less at 8).
+ */
+const EMBEDDED_SETTINGS = ['-c', 'max_connections=8'];
 
 function isUrlLike(dataDir: string): boolean {
   return /^[a-z][a-z0-9+.-]*:\/\//i.test(dataDir);

@@ -37,6 +37,50 @@ describe('createDatabase', () => {
       }
     });
 
+    it('creates a new folder\'s database in a child process, and runs with its settings sized for memory at rest', async () => {
+      const dataDir = join(folder, 'sized');
+      const children: string[] = [];
+      // Published as the child is constructed, before its command line is set.
+      const watch = (message: { process: { spawnargs: string[] } }) => setImmediate(() => children.push(message.process.spawnargs.join(' ')));
+      const { subscribe, unsubscribe } = await import('node:diagnostics_channel');
+      subscribe('child_process', watch as never);
+      let database;
+      try {
+        database = await createDatabase({ dataDir, vector: false, sharedBuffersMb: 12 });
+      } finally {
+        unsubscribe('child_process', watch as never);
+      }
+      try {
+        expect(children.filter((line) => line.includes('PGlite.create'))).to.have.length(1);
+        const setting = async (name: string) => (await sql<{ value: string }>`select current_setting(${name}) as value`.execute(database.db)).rows[0]!.value;
+        expect(await setting('shared_buffers')).to.equal('12MB');
+        expect(await setting('max_connections')).to.equal('8');
+      } finally {
+        await database.close();
+      }
+      // An existing folder is opened in this process.
+      subscribe('child_process', watch as never);
+      try {
+        await (await createDatabase({ dataDir, vector: false })).close();
+      } finally {
+        unsubscribe('child_process', watch as never);
+      }
+      expect(children).to.have.length(1);
+    });
+
+    it('names the folder when creating its database fails', async () => {
+      const dataDir = join(folder, 'unusable');
+      // No database yet, and a file where initdb makes a folder.
+      await mkdir(dataDir, { recursive: true });
+      await writeFile(join(dataDir, 'global'), '');
+      const refused = await createDatabase({ dataDir, vector: false }).then(
+        (database) => database.close().then(() => undefined),
+        (error: unknown) => error,
+      );
+      expect(refused).to.be.instanceOf(Error);
+      expect((refused as Error).message).to.include(dataDir);
+    });
+
     it('refuses a second opening of the same data folder while the first is open, naming the folder and the process', async () => {
       const dataDir = join(folder, 'locked');
       const first = await createDatabase({ dataDir, vector: false });
