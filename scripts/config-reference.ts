@@ -1,6 +1,7 @@
 // `npm run docs:config [-- --check]`: writes docs/configuration.md from the convict schema
-// (config/schema.ts) and the tool-server schema (config/mcp-server-schema.ts). With --check it
-// writes nothing and exits 1 when the file is not what it would generate.
+// (config/schema.ts) and the tool-server schema (config/mcp-server-schema.ts), and .env.example
+// from the convict schema. With --check it writes nothing and exits 1 when either file is not
+// what it would generate.
 import { readFile, writeFile } from 'node:fs/promises';
 import { relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -9,8 +10,11 @@ import { z } from 'zod';
 import { McpServerSchema, McpServersSchema } from '../config/mcp-server-schema.js';
 import { configSchema } from '../config/schema.js';
 
-/** The generated file. */
+/** The generated reference. */
 export const CONFIG_REFERENCE_FILE = fileURLToPath(new URL('../docs/configuration.md', import.meta.url));
+
+/** The generated list of environment variables, at the repository's root. */
+export const ENV_EXAMPLE_FILE = fileURLToPath(new URL('../.env.example', import.meta.url));
 
 /** Environment names read in place of a schema variable when that one is not set (config/load-config.ts). */
 export const ENV_ALIASES: Record<string, string> = { APP_PORT: 'PORT' };
@@ -69,8 +73,18 @@ const MCP_FIELD_DOCS: Record<string, string> = {
 
 type Leaf = { doc?: string; format?: unknown; default?: unknown; env?: string; sensitive?: boolean };
 
-/** One setting of the schema, as the reference shows it. */
-type SettingRow = { key: string; env: string | undefined; defaultText: string; format: string; doc: string };
+/** One setting of the schema, as the reference and .env.example show it. */
+type SettingRow = {
+  key: string;
+  env: string | undefined;
+  defaultText: string;
+  /** The default as the environment variable's value; empty for a sensitive setting. */
+  envDefault: string;
+  /** Sensitive, with a default that is not empty (and not shown). */
+  hidesDefault: boolean;
+  format: string;
+  doc: string;
+};
 
 /** Every setting of the convict schema by dotted key, in schema order. */
 function listSettings(): SettingRow[] {
@@ -116,6 +130,8 @@ A setting takes its value from the last of these that sets it:
 
 \`PORT\` is read as \`APP_PORT\` when \`APP_PORT\` is not set. Environment values are text:
 booleans are \`true\` or \`false\`, numbers are plain digits (\`30000\`, not \`30s\`).
+[\`.env.example\`](../.env.example), generated with this page, lists every environment variable
+with its default, commented out, to copy into an environment file.
 
 Start-up stops with a \`Configuration error:\` line naming the key (exit code 78) when a value
 does not fit its format, when the deployment file has a key the schema does not know, or when
@@ -228,7 +244,45 @@ function toRow(key: string, leaf: Leaf): SettingRow {
   const format = FORMATS.get(leaf.format) ?? (Array.isArray(leaf.format) ? `one of ${leaf.format.map((value) => `\`${value}\``).join(', ')}` : undefined);
   if (format === undefined) throw new Error(`config-reference: describe format ${String(leaf.format)} of ${key} in FORMATS`);
   if (!leaf.doc) throw new Error(`config-reference: ${key} has no doc in config/schema.ts`);
-  return { key, env: leaf.env, defaultText: defaultText(key, leaf), format, doc: leaf.doc };
+  return {
+    key,
+    env: leaf.env,
+    defaultText: defaultText(key, leaf),
+    envDefault: leaf.env ? envDefault(key, leaf) : '',
+    hidesDefault: Boolean(leaf.sensitive) && leaf.default !== '',
+    format,
+    doc: leaf.doc,
+  };
+}
+
+/**
+ * The default as the environment variable would give it, quoted for a shell where needed.
+ * Sensitive settings are left empty.
+ */
+function envDefault(key: string, leaf: Leaf): string {
+  const value = leaf.default;
+  if (leaf.sensitive) return '';
+  if (Array.isArray(value)) {
+    // The list formats (word-list, convict's Array) split the variable at commas.
+    if (value.some((item) => typeof item !== 'string' || item.includes(','))) {
+      throw new Error(`config-reference: the default of ${key} cannot be written as a comma-separated list`);
+    }
+    return shellQuoted(value.join(','));
+  }
+  // convict's Object format reads the variable as JSON.
+  if (value !== null && typeof value === 'object') return shellQuoted(JSON.stringify(value));
+  return shellQuoted(String(value));
+}
+
+/**
+ * The value as a shell, systemd's EnvironmentFile and docker compose all read it: bare when it
+ * has no character any of them treats specially, else in single quotes (double quotes when it
+ * holds a single quote).
+ */
+function shellQuoted(value: string): string {
+  if (/^[\w.,:/@%+=-]*$/.test(value)) return value;
+  if (!value.includes("'")) return `'${value}'`;
+  return `"${value.replace(/["\\$`]/g, (character) => `\\${character}`)}"`;
 }
 
 function defaultText(key: string, leaf: Leaf): string {
@@ -261,22 +315,94 @@ function cell(text: string): string {
   return text.replaceAll('|', '\\|').replaceAll('\n', ' ');
 }
 
+/** The text of .env.example: every environment variable the configuration reads, by section, commented out. */
+export function renderEnvExample(): string {
+  const settings = listSettings().filter((row) => row.env);
+  const sections = [...new Set(settings.map((row) => row.key.split('.')[0]!))];
+  const parts = [
+    ENV_HEADER,
+    ...sections.map((section) =>
+      [
+        `# --- ${section} (docs/configuration.md#${section}) ---`,
+        ...settings.filter((row) => row.key.split('.')[0] === section).map(renderEnvVariable),
+      ].join('\n\n'),
+    ),
+  ];
+  return `${parts.join('\n\n')}\n`;
+}
+
+const ENV_HEADER = `# svc-agent: every environment variable the configuration reads, with its default.
+# Generated by \`npm run docs:config\` from config/schema.ts: do not edit by hand. Each setting's
+# format and details: docs/configuration.md.
+#
+# Every line is commented out, so this file as it stands changes nothing. Copy it to .env
+# (chmod 600: it will hold secrets) and uncomment only what you set: the environment wins over
+# the deployment file, and a variable set to nothing (NAME=) does not mean its default.
+# Sensitive settings are left empty here. Tool servers (mcp_servers) have no variable: they
+# go in the deployment file.
+#
+# The service does not read .env itself. Hand it the variables in one of these ways:
+#   shell:   set -a; . ./.env; set +a; npm start
+#   systemd: EnvironmentFile=/etc/svc-agent/svc-agent.env in the unit (docs/deployment.md)
+#   docker:  docker run --env-file .env … (it takes values literally: drop the quotes)
+
+# --- deployment file ---
+
+# YAML file of settings (keys as in docs/configuration.md), read before the environment.
+# Empty or not set: the config/default.yaml that comes with the service.
+# CONFIG_FILE=`;
+
+function renderEnvVariable(row: SettingRow): string {
+  const aliases = Object.entries(ENV_ALIASES).filter(([variable]) => variable === row.env);
+  const comments = [
+    ...wrapComment(row.doc),
+    ...aliases.map(([variable, alias]) => `# ${alias} is read as ${variable} when ${variable} is not set.`),
+    ...(row.hidesDefault ? ['# Sensitive: its default is not shown; left unset, the default applies.'] : []),
+  ];
+  return [...comments, `# ${row.env}=${row.envDefault}`].join('\n');
+}
+
+/** The text as comment lines of at most about 100 characters. */
+function wrapComment(text: string, width = 100): string[] {
+  const lines: string[] = [];
+  let line = '#';
+  for (const word of text.split(/\s+/)) {
+    if (line !== '#' && line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = '#';
+    }
+    line += ` ${word}`;
+  }
+  lines.push(line);
+  return lines;
+}
+
+/** The files this script generates, each with its renderer. */
+const GENERATED: Array<{ file: string; render: () => string }> = [
+  { file: CONFIG_REFERENCE_FILE, render: renderConfigReference },
+  { file: ENV_EXAMPLE_FILE, render: renderEnvExample },
+];
+
 async function main(argv: string[]): Promise<number> {
   const { values } = parseArgs({ args: argv, options: { check: { type: 'boolean' } } });
-  const expected = renderConfigReference();
-  const shown = relative(process.cwd(), CONFIG_REFERENCE_FILE);
-  if (values.check) {
-    const actual = await readFile(CONFIG_REFERENCE_FILE, 'utf8').catch(() => '');
-    if (actual === expected) {
-      console.log(`${shown} is current`);
-      return 0;
+  let stale = 0;
+  for (const { file, render } of GENERATED) {
+    const expected = render();
+    const shown = relative(process.cwd(), file);
+    if (values.check) {
+      const actual = await readFile(file, 'utf8').catch(() => '');
+      if (actual === expected) {
+        console.log(`${shown} is current`);
+      } else {
+        console.error(`${shown} is out of date with config/schema.ts: run npm run docs:config`);
+        stale += 1;
+      }
+      continue;
     }
-    console.error(`${shown} is out of date with config/schema.ts: run npm run docs:config`);
-    return 1;
+    await writeFile(file, expected);
+    console.log(`wrote ${shown}`);
   }
-  await writeFile(CONFIG_REFERENCE_FILE, expected);
-  console.log(`wrote ${shown}`);
-  return 0;
+  return stale > 0 ? 1 : 0;
 }
 
 // Run as a script, not when a test imports the generator.

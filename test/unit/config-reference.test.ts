@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { loadConfig } from '../../config/load-config.js';
 import { configSchema } from '../../config/schema.js';
-import { CONFIG_REFERENCE_FILE, ENV_ALIASES, renderConfigReference } from '../../scripts/config-reference.js';
+import { CONFIG_REFERENCE_FILE, ENV_ALIASES, ENV_EXAMPLE_FILE, renderConfigReference, renderEnvExample } from '../../scripts/config-reference.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -57,12 +57,65 @@ describe('config reference (docs/configuration.md)', () => {
     }
   });
 
-  it('`--check` exits 0 on the committed file', async () => {
+  it('`--check` exits 0 on the committed files', async () => {
     const code = await new Promise<number | null>((resolve, reject) => {
       const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/config-reference.ts', '--check'], { cwd: REPO_ROOT, stdio: 'ignore' });
       child.on('error', reject);
       child.on('close', resolve);
     });
     expect(code).to.equal(0);
+  });
+});
+
+/** The commented-out `# NAME=value` lines of an environment file, as a shell would read them once uncommented. */
+function exampleVariables(text: string): Map<string, string> {
+  const variables = new Map<string, string>();
+  for (const line of text.split('\n')) {
+    const match = /^# ([A-Z][A-Z0-9_]*)=(.*)$/.exec(line);
+    if (!match) continue;
+    const [, name, raw] = match as unknown as [string, string, string];
+    const value = raw.startsWith("'") ? raw.slice(1, -1) : raw.startsWith('"') ? raw.slice(1, -1).replace(/\\(.)/g, '$1') : raw;
+    variables.set(name, value);
+  }
+  return variables;
+}
+
+describe('environment example (.env.example)', () => {
+  const committed = readFileSync(ENV_EXAMPLE_FILE, 'utf8');
+
+  it('is what the generator makes from the schema (run `npm run docs:config` when this fails)', () => {
+    expect(committed).to.equal(renderEnvExample());
+  });
+
+  it('sets nothing as it stands: every line is blank or a comment', () => {
+    const lines = committed.split('\n').filter((line) => line.trim() !== '');
+    expect(lines.filter((line) => !line.startsWith('#'))).to.deep.equal([]);
+  });
+
+  it('lists every environment variable of the schema once, and CONFIG_FILE', () => {
+    const names = [...committed.matchAll(/^# ([A-Z][A-Z0-9_]*)=/gm)].map((match) => match[1]);
+    const expected = schemaSettings(configSchema).flatMap(({ env }) => (env ? [env] : []));
+    expect(names).to.have.members(['CONFIG_FILE', ...expected]);
+    expect(names).to.have.lengthOf(expected.length + 1);
+  });
+
+  it('names each environment alias beside the variable it stands in for', () => {
+    for (const [variable, alias] of Object.entries(ENV_ALIASES)) {
+      expect(committed).to.include(`# ${alias} is read as ${variable} when ${variable} is not set.\n# ${variable}=`);
+    }
+  });
+
+  it('leaves every sensitive setting empty', () => {
+    const variables = exampleVariables(committed);
+    const sensitive = schemaSettings(configSchema).filter((setting) => setting.sensitive);
+    expect(sensitive.map(({ env }) => env)).to.include('LLM_API_KEY');
+    for (const { env } of sensitive) expect(variables.get(env!), env).to.equal('');
+  });
+
+  it('gives the defaults when its values are the environment (sensitive ones left unset)', () => {
+    const sensitive = new Set(schemaSettings(configSchema).flatMap(({ env, sensitive }) => (sensitive && env ? [env] : [])));
+    const environment = Object.fromEntries([...exampleVariables(committed)].filter(([name]) => !sensitive.has(name)));
+    expect(Object.keys(environment)).to.include.members(['SYSTEM_PROMPT', 'TOOLS_APPROVAL_WORDS', 'OAUTH_SCOPES']);
+    expect(loadConfig(environment)).to.deep.equal(loadConfig({}));
   });
 });
