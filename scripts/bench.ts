@@ -15,6 +15,8 @@ import { responsesBodies } from './bench/responses-body.js';
 import { createScratchDatabase, type ScratchDatabase } from './bench/scratch-database.js';
 import { DEFAULT_POOL_SIZE } from '../storage/index.js';
 import { measureSessionMemory } from './bench/session-memory.js';
+import { measureStartUp } from './bench/start-up.js';
+import { ensureBuilt } from './build.mjs';
 import { waitForWorkers } from './bench/worker-connections.js';
 
 /** Other processes and the hypervisor taking more CPU than this (in cores) make a cell noisy. */
@@ -72,6 +74,7 @@ async function main(): Promise<void> {
   if (options.targets.includes('pg')) await benchOnPostgres(run, llm.url);
   for (const workers of options.scenarios.includes('workers') ? options.workers : []) await benchOnPostgres(run, llm.url, workers);
   const sessionMemory = options.scenarios.includes('session-memory') ? await measureSessionMemory(options, llm.url, ROOT) : undefined;
+  const startUp = options.scenarios.includes('start-up') ? await measureCompiledStartUp(options, llm.url, tmp) : undefined;
   await llm.stop();
   const recall = options.scenarios.includes('recall') ? await measureRecall(options, ROOT) : undefined;
 
@@ -86,10 +89,17 @@ async function main(): Promise<void> {
     ...(run.profileComparison.length > 0 ? { profileComparison: run.profileComparison } : {}),
     ...(sessionMemory ? { sessionMemory } : {}),
     ...(recall ? { recall } : {}),
+    ...(startUp ? { startUp } : {}),
   };
   console.log(renderText(report));
   const files = await writeReport(report, join(ROOT, 'bench-results'), stamp);
   console.log(`\nWritten: ${files.join(', ')}`);
+}
+
+/** The start-up scenario, on the code `npm start` runs: compiled first when the sources changed, outside the timings. */
+async function measureCompiledStartUp(options: BenchOptions, llmUrl: string, tmp: string) {
+  ensureBuilt(ROOT);
+  return measureStartUp({ runs: options.starts, cachedSessions: options.cachedSessions, dbUrl: options.dbUrl }, llmUrl, ROOT, tmp);
 }
 
 function settingsOf({ help: _help, ...settings }: BenchOptions): BenchReport['options'] {

@@ -134,7 +134,7 @@ async function openEmbedded(options: CreateDatabaseOptions): Promise<Database> {
   try {
     if (!isUrlLike(dataDir) && needsInitdb(dataDir)) await initdbInChildProcess(dataDir);
     pglite = await PGlite.create(dataDir, {
-      startParams: [...PGlite.defaultStartParams, ...EMBEDDED_SETTINGS, '-c', `shared_buffers=${options.sharedBuffersMb ?? DEFAULT_SHARED_BUFFERS_MB}MB`],
+      startParams: embeddedStartParams(options.sharedBuffersMb ?? DEFAULT_SHARED_BUFFERS_MB),
       ...(options.vector ? { extensions: { vector: vectorExtension } } : {}),
       // PGlite refuses to load a dump over an existing data folder.
       ...(options.pgliteTemplate && dataDir.startsWith('memory://') ? { loadDataDir: options.pgliteTemplate } : {}),
@@ -169,6 +169,11 @@ async function openEmbedded(options: CreateDatabaseOptions): Promise<Database> {
  * are sized for 100 connections where PGlite runs one backend (18 MB less at 8).
  */
 const EMBEDDED_SETTINGS = ['-c', 'max_connections=8'];
+
+/** PGlite's start parameters with the service's settings (see EMBEDDED_SETTINGS). */
+export function embeddedStartParams(sharedBuffersMb: number): string[] {
+  return [...PGlite.defaultStartParams, ...EMBEDDED_SETTINGS, '-c', `shared_buffers=${sharedBuffersMb}MB`];
+}
 
 function isUrlLike(dataDir: string): boolean {
   return /^[a-z][a-z0-9+.-]*:\/\//i.test(dataDir);

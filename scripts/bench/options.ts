@@ -9,7 +9,7 @@ export const TARGETS = ['direct', 'passthrough', 'persisted', 'pglite', 'pg'] as
 export type Target = (typeof TARGETS)[number];
 
 /** What a run measures: chat throughput (the targets), 1 versus N service workers, memory per cached session, long-term recall latency. */
-export const SCENARIOS = ['throughput', 'workers', 'session-memory', 'recall'] as const;
+export const SCENARIOS = ['throughput', 'workers', 'session-memory', 'recall', 'start-up'] as const;
 /** One of the bench's measurements. */
 export type Scenario = (typeof SCENARIOS)[number];
 
@@ -49,6 +49,10 @@ export type BenchOptions = {
   memories: number;
   /** Timed recalls per case of the recall scenario. */
   queries: number;
+  /** Starts of the service per case of the start-up scenario. */
+  starts: number;
+  /** New sessions the start-up scenario caches in the started service. */
+  cachedSessions: number;
   help: boolean;
 };
 
@@ -58,7 +62,7 @@ export const BENCH_USAGE = `Usage: npm run bench -- [options]
   --requests N           measure N requests per cell instead of a duration
   --warmup N             warm-up requests per cell, per worker in the workers scenario (default 500)
   --quick                1 s cells, 100 warm-up requests; small session-memory and recall sizes
-  --scenario LIST        of throughput,workers,session-memory,recall (default all; the full sizes take about 45 min)
+  --scenario LIST        of throughput,workers,session-memory,recall,start-up (default all; the full sizes take about 45 min)
   --concurrency LIST     connections for non-streaming cells (default 1,32,128)
   --stream-concurrency L connections for streaming cells (default 1,32)
   --targets LIST         of direct,passthrough,persisted,pglite,pg (default all)
@@ -79,7 +83,10 @@ session-memory:
   --cache-bound N        sessions.cache_size of the run that goes past it (default 10000; quick 500)
 recall:
   --memories N           memories of the queried user (default 100000; quick 10000)
-  --queries N            timed recalls per case (default 1000; quick 200)`;
+  --queries N            timed recalls per case (default 1000; quick 200)
+start-up:
+  --starts N             starts of the compiled service per case (default 5; quick 2)
+  --cached-sessions N    new sessions then cached by the started service, per database (default 10000; quick 1000)`;
 
 /** Parses the command line of `npm run bench`. */
 export function parseBenchOptions(args: string[]): BenchOptions {
@@ -106,6 +113,8 @@ export function parseBenchOptions(args: string[]): BenchOptions {
       'cache-bound': { type: 'string' },
       memories: { type: 'string' },
       queries: { type: 'string' },
+      starts: { type: 'string' },
+      'cached-sessions': { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -133,6 +142,8 @@ export function parseBenchOptions(args: string[]): BenchOptions {
     cacheBound: sized('--cache-bound', values['cache-bound'], 10_000, 500),
     memories: sized('--memories', values.memories, 100_000, 10_000),
     queries: sized('--queries', values.queries, 1_000, 200),
+    starts: sized('--starts', values.starts, 5, 2),
+    cachedSessions: sized('--cached-sessions', values['cached-sessions'], 10_000, 1_000),
     help: values.help,
   };
 }

@@ -8,6 +8,7 @@ import type { LoadResult } from './load.js';
 import type { Api, BenchOptions, SessionMode, Target } from './options.js';
 import { recallSection, type RecallReport } from './recall-latency.js';
 import { sessionMemorySection, type SessionMemoryReport } from './session-memory.js';
+import { startUpSections, type StartUpReport } from './start-up.js';
 import { markdownTable, ms, sectionMarkdown, sectionText, textTable, type Section, type Table } from './table.js';
 
 /** One measured cell: a target, an API (service only: chat or responses), a session mode (service only), streaming or not, a concurrency. */
@@ -44,6 +45,7 @@ export type BenchReport = {
   profileComparison?: SelfTimeComparison[];
   sessionMemory?: SessionMemoryReport;
   recall?: RecallReport;
+  startUp?: StartUpReport;
 };
 
 /** The machine the bench runs on: CPU, cores, memory, Node, OS, load at start, git commit. */
@@ -201,6 +203,7 @@ function scenarioSections(report: BenchReport): Section[] {
   const sections = [workersSection(report.cells)];
   if (report.sessionMemory) sections.push(sessionMemorySection(report.sessionMemory));
   if (report.recall) sections.push(recallSection(report.recall));
+  if (report.startUp) sections.push(...startUpSections(report.startUp));
   return sections.filter((section): section is Section => section !== undefined);
 }
 

@@ -6,12 +6,12 @@ describe('parseBenchOptions', () => {
   it('runs every scenario at full size when no option is given', () => {
     const options = parseBenchOptions([]);
     expect(options.scenarios).to.deep.equal([...SCENARIOS]);
-    expect(options).to.include({ sessions: 100_000, cacheBound: 10_000, memories: 100_000, queries: 1_000 });
+    expect(options).to.include({ sessions: 100_000, cacheBound: 10_000, memories: 100_000, queries: 1_000, starts: 5, cachedSessions: 10_000 });
     expect(options.workers).to.deep.equal([1, 4]);
   });
 
   it('shrinks the session-memory and recall sizes when --quick is given', () => {
-    expect(parseBenchOptions(['--quick'])).to.include({ sessions: 2_000, cacheBound: 500, memories: 10_000, queries: 200 });
+    expect(parseBenchOptions(['--quick'])).to.include({ sessions: 2_000, cacheBound: 500, memories: 10_000, queries: 200, starts: 2, cachedSessions: 1_000 });
   });
 
   it('measures no chat target when the throughput scenario is not selected', () => {

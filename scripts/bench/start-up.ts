@@ -1,0 +1,263 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { chatBodies } from './chat-body.js';
+import { freePort, runScript } from './child-process.js';
+import { addCleanup } from './cleanup.js';
+import { jsonExchange, runLoad } from './load.js';
+import type { PgliteMemoryProbeResult } from './pglite-memory-probe.js';
+import { createScratchDatabase } from './scratch-database.js';
+import type { Section } from './table.js';
+
+/** One start of the service as `npm start` runs it (plain node on the compiled code), measured from the spawn. */
+export type StartReading = {
+  /** From the spawn to the first `GET /health` answered 200. */
+  readyMs: number;
+  /** Resident memory of the service process after `REST_MS` with no traffic. */
+  rssAtRest: number;
+  /** The most it was resident up to then (VmHWM): the start-up's peak. */
+  rssPeak: number;
+};
+
+/** The starts of one case, and what the cached sessions cost on its database. */
+export type StartCase = {
+  name: string;
+  database: 'pg' | 'pglite';
+  /** Migrations and (PGlite) initdb included. */
+  fresh: boolean;
+  readings: StartReading[];
+  goal: { readyMs: number; rssAtRest: number };
+  cachedSessions?: { sessions: number; rssBefore: number; rssAfter: number; fillMs: number };
+};
+
+/** The start-up scenario's report. */
+export type StartUpReport = { cases: StartCase[]; pglite: PgliteMemoryProbeResult[]; notes: string[] };
+
+/** How long the service stays idle after it is ready before its memory is read: the work left to the background ends in it. */
+const REST_MS = 5_000;
+const MB = 1024 * 1024;
+/** The issue's goals, per case. */
+const GOALS = {
+  pg: { readyMs: 1_500, rssAtRest: 150 * MB },
+  pgliteExisting: { readyMs: 2_500, rssAtRest: 300 * MB },
+  pgliteFresh: { readyMs: 5_000, rssAtRest: 300 * MB },
+};
+/** The shared buffers the PGlite probe compares, in MB (the service's default, PGlite's own, and around them). */
+const SHARED_BUFFERS_MB = [1, 16, 32, 128];
+
+/**
+ * Starts the service `runs` times in each case (the PostgreSQL server with a new database
+ * and with a migrated one, PGlite with a new folder and with an existing one), each from a
+ * new process, and reads when it is ready and how much is resident at rest. Then, on each
+ * database, fills the session cache with `cachedSessions` new sessions of one turn and
+ * reads the memory again. Last, a probe of PGlite alone tells where its memory goes.
+ */
+export async function measureStartUp(settings: { runs: number; cachedSessions: number; dbUrl: string }, llmUrl: string, root: string, tmp: string): Promise<StartUpReport> {
+  const notes: string[] = [];
+  const cases: StartCase[] = [];
+  const base = { LLM_BASE_URL: `${llmUrl}/v1`, LOG_LEVEL: 'warn', LIMITS_REQUESTS_PER_MINUTE: '0', LIMITS_CONCURRENT_REQUESTS: '0' };
+  const cacheEnv = { SESSIONS_CACHE_SIZE: String(settings.cachedSessions), SESSIONS_IDLE_MS: String(3_600_000) };
+
+  // The PostgreSQL server: a new database per fresh start, then one migrated database for the rest.
+  try {
+    const fresh: StartReading[] = [];
+    for (let run = 0; run < settings.runs; run += 1) {
+      const database = await createScratchDatabase(settings.dbUrl);
+      const unregister = addCleanup(database.drop);
+      try {
+        fresh.push((await startService(root, { ...base, DB_URL: database.url }, 0)).reading);
+      } finally {
+        unregister();
+        await database.drop();
+      }
+    }
+    cases.push({ name: 'PostgreSQL server, new database', database: 'pg', fresh: true, readings: fresh, goal: GOALS.pg });
+    const database = await createScratchDatabase(settings.dbUrl);
+    const unregister = addCleanup(database.drop);
+    try {
+      await (await startService(root, { ...base, DB_URL: database.url }, 0)).stop();
+      cases.push(await existingCase('PostgreSQL server, migrated database', 'pg', root, { ...base, ...cacheEnv, DB_URL: database.url }, settings, GOALS.pg));
+    } finally {
+      unregister();
+      await database.drop();
+    }
+  } catch (error) {
+    notes.push(`PostgreSQL cases skipped: ${error instanceof Error ? error.message : String(error)}`);
+  }
+
+  // PGlite: a new folder per fresh start, then one existing folder.
+  const fresh: StartReading[] = [];
+  for (let run = 0; run < settings.runs; run += 1) fresh.push((await startService(root, { ...base, DB_URL: '', DATA_DIR: join(tmp, `start-fresh-${run}`) }, 0)).reading);
+  cases.push({ name: 'embedded PGlite, new folder', database: 'pglite', fresh: true, readings: fresh, goal: GOALS.pgliteFresh });
+  cases.push(await existingCase('embedded PGlite, existing folder', 'pglite', root, { ...base, ...cacheEnv, DB_URL: '', DATA_DIR: join(tmp, 'start-fresh-0') }, settings, GOALS.pgliteExisting));
+
+  const pglite: PgliteMemoryProbeResult[] = [];
+  for (const sharedBuffersMb of SHARED_BUFFERS_MB) {
+    pglite.push(await probePglite(root, join(tmp, 'start-fresh-0'), sharedBuffersMb, false));
+  }
+  pglite.push(await probePglite(root, join(tmp, 'probe-initdb'), 32, true));
+  return { cases, pglite, notes };
+}
+
+/** Starts on an existing database `runs` times; the last start also takes the cached sessions. */
+async function existingCase(
+  name: string,
+  database: 'pg' | 'pglite',
+  root: string,
+  env: Record<string, string>,
+  settings: { runs: number; cachedSessions: number },
+  goal: StartCase['goal'],
+): Promise<StartCase> {
+  const readings: StartReading[] = [];
+  let cachedSessions: StartCase['cachedSessions'];
+  for (let run = 0; run < settings.runs; run += 1) {
+    const last = run === settings.runs - 1;
+    const service = await startService(root, env, last ? settings.cachedSessions : 0);
+    readings.push(service.reading);
+    cachedSessions = service.cachedSessions ?? cachedSessions;
+  }
+  return { name, database, fresh: false, readings, goal, ...(cachedSessions ? { cachedSessions } : {}) };
+}
+
+type MeasuredStart = { reading: StartReading; cachedSessions?: StartCase['cachedSessions']; stop: () => Promise<void> };
+
+/** One start: spawn, poll /health, rest, read the memory, optionally fill the cache, stop. */
+async function startService(root: string, env: Record<string, string>, cachedSessions: number): Promise<MeasuredStart> {
+  const port = await freePort();
+  const origin = `http://127.0.0.1:${port}`;
+  const started = performance.now();
+  const child = spawn(process.execPath, ['scripts/svc-agent.mjs'], {
+    cwd: root,
+    env: { ...process.env, ...env, APP_HOST: '127.0.0.1', APP_PORT: String(port) },
+    detached: true,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const stop = () => stopGroup(child);
+  const unregister = addCleanup(stop);
+  try {
+    const readyMs = (await waitHealthy(origin, child, () => stderr)) - started;
+    await sleep(REST_MS);
+    const status = processStatus(child.pid!);
+    const reading = { readyMs, rssAtRest: status.rss, rssPeak: status.peak };
+    let filled: StartCase['cachedSessions'];
+    if (cachedSessions > 0) {
+      const fillStarted = performance.now();
+      const headers = { 'content-type': 'application/json' };
+      // No session named: each turn starts a new session, which stays cached (cache_size and idle_ms above).
+      const result = await runLoad({ origin, connections: 16, warmup: 0, durationMs: 0, requests: cachedSessions, exchange: jsonExchange(chatBodies(false), () => headers) });
+      if (result.errors > 0) throw new Error(`filling the cache: ${result.errors} errors, e.g. ${result.errorSamples[0]}`);
+      const fillMs = performance.now() - fillStarted;
+      await sleep(REST_MS);
+      filled = { sessions: result.ok, rssBefore: reading.rssAtRest, rssAfter: processStatus(child.pid!).rss, fillMs };
+    }
+    return { reading, ...(filled ? { cachedSessions: filled } : {}), stop };
+  } finally {
+    await stop();
+    unregister();
+  }
+}
+
+async function waitHealthy(origin: string, child: ChildProcess, output: () => string): Promise<number> {
+  const deadline = performance.now() + 60_000;
+  while (performance.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`the service exited (code ${child.exitCode}) before it was ready: ${output().slice(-500)}`);
+    const answered = await fetch(`${origin}/health`).then(
+      (response) => response.status === 200,
+      () => false,
+    );
+    if (answered) return performance.now();
+    await sleep(5);
+  }
+  throw new Error(`the service was not ready within 60 s: ${output().slice(-500)}`);
+}
+
+/** VmRSS and VmHWM of a process, in bytes. */
+function processStatus(pid: number): { rss: number; peak: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024;
+  return { rss: kb('VmRSS'), peak: kb('VmHWM') };
+}
+
+async function stopGroup(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = once(child, 'exit');
+  try {
+    process.kill(-child.pid!, 'SIGTERM');
+  } catch {
+    return;
+  }
+  await Promise.race([exited, sleep(15_000).then(() => process.kill(-child.pid!, 'SIGKILL'))]);
+}
+
+function probePglite(root: string, dataDir: string, sharedBuffersMb: number, initdbHere: boolean): Promise<PgliteMemoryProbeResult> {
+  return runScript<PgliteMemoryProbeResult>({
+    name: 'PGlite memory probe',
+    // Compiled, as the service runs: the tsx loader would add its own memory to the figures.
+    script: 'dist/scripts/bench/pglite-memory-probe.js',
+    nodeArgs: ['--expose-gc'],
+    args: ['--data-dir', dataDir, '--shared-buffers-mb', String(sharedBuffersMb), ...(initdbHere ? ['--initdb-here'] : [])],
+    cwd: root,
+  });
+}
+
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+const inMb = (bytes: number) => (bytes / MB).toFixed(0);
+
+/** The report sections: start times and memory per case, the cached sessions, and PGlite's memory. */
+export function startUpSections(report: StartUpReport): Section[] {
+  const headers = ['case', 'starts', 'ready ms (median)', 'ready ms (max)', 'rss at rest MB (median)', 'peak MB (max)', 'goal'];
+  const rows = report.cases.map((entry) => {
+    const ready = entry.readings.map((reading) => reading.readyMs);
+    const rss = entry.readings.map((reading) => reading.rssAtRest);
+    const met = median(ready) <= entry.goal.readyMs && median(rss) <= entry.goal.rssAtRest;
+    return [
+      entry.name,
+      String(entry.readings.length),
+      median(ready).toFixed(0),
+      Math.max(...ready).toFixed(0),
+      inMb(median(rss)),
+      inMb(Math.max(...entry.readings.map((reading) => reading.rssPeak))),
+      `${met ? 'MET' : 'MISS'} (≤ ${entry.goal.readyMs} ms, ≤ ${inMb(entry.goal.rssAtRest)} MB)`,
+    ];
+  });
+  const lines = [
+    `each start is \`node scripts/svc-agent.mjs\` (what \`npm start\` runs, already compiled), timed from the spawn to the first \`GET /health\` answered 200 (polled every 5 ms); memory is the service process's VmRSS ${REST_MS / 1000} s later with no traffic`,
+    ...report.notes,
+  ];
+  const sessions = report.cases.filter((entry) => entry.cachedSessions);
+  const sessionRows = sessions.map(({ name, cachedSessions }) => {
+    const { sessions: count, rssBefore, rssAfter, fillMs } = cachedSessions!;
+    return [name, String(count), inMb(rssBefore), inMb(rssAfter), ((rssAfter - rssBefore) / count / 1024).toFixed(1), (fillMs / 1000).toFixed(1)];
+  });
+  const probeRows = report.pglite.map((probe) => [
+    probe.initdbHere ? 'new folder, initdb in this process' : 'existing folder',
+    String(probe.sharedBuffersMb),
+    inMb(probe.rssLoaded),
+    inMb(probe.rssOpen),
+    inMb(probe.rssOpen - probe.rssLoaded),
+    inMb(probe.wasmMemory),
+    probe.wasmResident === undefined ? '-' : inMb(probe.wasmResident),
+    inMb(probe.heapUsed),
+    probe.openMs.toFixed(0),
+  ]);
+  return [
+    { title: 'Start-up and memory at rest (issue 18)', table: { headers, rows }, lines },
+    {
+      title: 'Cached idle sessions, resident memory',
+      table: { headers: ['database', 'sessions', 'rss before MB', 'rss after MB', 'KB per session', 'fill s'], rows: sessionRows },
+      lines: ['new sessions of one chat completion turn each (no session named), 16 at a time, with sessions.cache_size as large and idle_ms an hour; rss read 5 s after the last turn, without forcing a GC'],
+    },
+    {
+      title: 'Where the embedded database\'s memory goes (PGlite alone, each line a new process)',
+      table: { headers: ['case', 'shared_buffers MB', 'node + PGlite loaded MB', 'opened MB', 'PGlite MB', 'wasm memory MB', 'wasm resident MB', 'JS heap MB', 'open ms'], rows: probeRows },
+      lines: [
+        'opened = VmRSS after opening the folder with the service\'s settings (max_connections 8) and one query, after a GC; wasm memory is the size of PGlite\'s WebAssembly memory, wasm resident the part of it in RAM (its mapping in /proc/self/smaps)',
+        'the rest of PGlite\'s share is its compiled WebAssembly code and the C library\'s and V8\'s own allocations',
+      ],
+    },
+  ];
+}
