@@ -30,6 +30,7 @@ import { acceptHandedConnections } from './connection-handoff.js';
 import { drainServer } from './drain-server.js';
 import { createInspectRoutes } from './inspect-routes.js';
 import { RequestSupervisor } from './request-supervisor.js';
+import { StartupWork } from './startup-work.js';
 import { createUsageRouter } from './usage-route.js';
 import { createUsageLimiter } from './usage-limits.js';
 import { WebhookDispatcher } from '../runtime/webhooks/webhook-dispatcher.js';
@@ -53,6 +54,11 @@ export type RunningService = {
   events: EventBus;
   database: Database;
   writer: DurableWriter;
+  /**
+   * Settles once the work the service goes on with in the background after it listens has
+   * (what /health lists under `starting`: the tool servers' first connections); never rejects.
+   */
+  started: Promise<void>;
   close(): Promise<void>;
 };
 
@@ -121,8 +127,10 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     events,
     logger,
   });
-  // Connects every tool server in parallel, each within its time-out; failures retry in the background.
-  await tools.start();
+  const startup = new StartupWork();
+  // Connects every tool server in parallel, each within its time-out, while the service starts
+  // listening; failures retry in the background. A turn waits for these first attempts.
+  startup.add('mcp_servers', tools.start());
   const llm = createLlmClient({ baseUrl: config.llm.base_url, apiKey: config.llm.api_key, timeoutMs: config.llm.timeout_ms });
   // The embedded database serves one process: only PostgreSQL can be shared by several.
   const leases =
@@ -209,6 +217,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     supervisor,
     logger,
     toolStatus: () => tools.status(),
+    starting: () => startup.starting(),
     authRouter: oauth.router,
     apiKeys,
     agentsRouter: createAgentsRouter({
@@ -291,7 +300,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
       await database.close();
     })());
 
-  return { url: `http://${host}:${port}`, port, server, supervisor, events, database, writer, close };
+  return { url: `http://${host}:${port}`, port, server, supervisor, events, database, writer, started: startup.settled(), close };
 }
 
 /** The supervisor's settings from the service's configuration. */
