@@ -1,6 +1,7 @@
 /**
  * The work a service goes on with in the background once it listens (the tool servers' first
- * connections, say), by name, so that /health can tell what is still starting.
+ * connections, the choice of long-term memory's embedder), by name, so that /health can tell
+ * what is still starting.
  */
 export class StartupWork {
   private readonly pending = new Set<string>();

@@ -58,7 +58,7 @@ export class Supervisor {
   private readonly store: TurnStore;
   private readonly runner: TurnRunner;
   private readonly sources: PlanSources;
-  /** The tool servers' first connections are over: turns no longer wait for them. */
+  /** The tool servers' first connections are over and long-term memory is ready: turns no longer wait for them. */
   private isStarted = false;
 
   constructor(private readonly deps: SupervisorDeps) {
@@ -149,12 +149,13 @@ export class Supervisor {
   /**
    * Waits for what the service still starts in the background, each part within its own
    * time-out: the tool servers' first connections, so that a turn offers every tool a turn
-   * later would. The turn holds no session meanwhile.
+   * later would, and the choice of long-term memory's embedder, so that it recalls. The turn
+   * holds no session meanwhile. Rejects with MEMORY_UNAVAILABLE when that choice failed.
    */
   private async started(signal: AbortSignal): Promise<void> {
     if (this.isStarted) return;
     try {
-      await abortable(this.deps.tools?.ready() ?? Promise.resolve(), signal);
+      await abortable(Promise.all([this.deps.tools?.ready(), this.deps.memory?.ready()]), signal);
     } catch (error) {
       if (signal.aborted) throw new ServiceError('INVALID_REQUEST', 'the request was cancelled while the service was starting');
       throw error;
