@@ -32,6 +32,8 @@ export type AppDeps = {
   usageRouter: Router;
   /** Each configured tool server's status, for /health. */
   toolStatus: () => Record<string, ToolServerStatus>;
+  /** What the service still starts in the background, for /health. */
+  starting: () => string[];
   bodyLimit: string;
   maxMessages: number;
   /** Per-user limits on chat requests (`limits.*`). */
@@ -77,6 +79,7 @@ export function createApp(deps: AppDeps): Express {
       timeoutMs: deps.llm.healthTimeoutMs,
       port: deps.port,
       toolStatus: deps.toolStatus,
+      starting: deps.starting,
     }),
   );
   // Open in local mode like /health; with API keys set, `authenticate` above asks Prometheus for its bearer token.

@@ -46,11 +46,14 @@ export function errorBody(error: ServiceError): OpenAiErrorBody {
   };
 }
 
+/** 5xx errors that are no fault of the service's code: not logged with each request's stack. */
+const UNLOGGED_CODES: ReadonlySet<string> = new Set(['SESSION_BUSY', 'DATABASE_UNAVAILABLE', 'MEMORY_UNAVAILABLE']);
+
 /** Maps every error to the OpenAI error object with a fitting status; logs server faults with their stack. */
 export function createErrorHandler(logger: Logger): ErrorRequestHandler {
   return (error, req, res, _next) => {
     const serviceError = toServiceError(error);
-    if (serviceError.status >= 500 && serviceError.code !== 'SESSION_BUSY' && serviceError.code !== 'DATABASE_UNAVAILABLE') {
+    if (serviceError.status >= 500 && !UNLOGGED_CODES.has(serviceError.code)) {
       const cause = serviceError.cause instanceof Error ? serviceError.cause : serviceError;
       logger.error(`request failed: ${cause.message}`, { requestId: res.locals.requestId, path: req.path, stack: cause.stack });
     }

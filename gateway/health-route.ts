@@ -9,17 +9,20 @@ export type HealthDeps = {
   timeoutMs: number;
   port: () => number;
   toolStatus: () => Record<string, ToolServerStatus>;
+  /** What the service still starts in the background (e.g. `mcp_servers`); empty once all is up. */
+  starting: () => string[];
 };
 
 /**
- * `GET /health`: the specification's fields (`status`, `llm_server`, `port`), plus each tool
+ * `GET /health`: the specification's fields (`status`, `llm_server`, `port`), plus `starting`
+ * (what the service still starts in the background; empty once all is up) and each tool
  * server's status when any is configured. Server error texts stay in the log, not here.
  */
 export function createHealthRoute(deps: HealthDeps): RequestHandler {
   return async (_req, res) => {
     const llmServer = await checkLlmServer(deps.llmBaseUrl, deps.timeoutMs, deps.llmApiKey);
     const servers = Object.entries(deps.toolStatus());
-    const body: Record<string, unknown> = { status: 'ok', llm_server: llmServer, port: deps.port() };
+    const body: Record<string, unknown> = { status: 'ok', llm_server: llmServer, port: deps.port(), starting: deps.starting() };
     if (servers.length > 0) {
       body.mcp_servers = Object.fromEntries(servers.map(([name, server]) => [name, { status: server.status, tools: server.tools, attempts: server.attempts }]));
     }

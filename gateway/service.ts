@@ -6,10 +6,11 @@ import { loadGraph } from '../config/load-graph.js';
 import { formatWarning } from '../machines/index.js';
 import { DurableWriter } from '../runtime/sessions/durable-writer.js';
 import { EventBus } from '../runtime/observability/event-bus.js';
-import { chooseEmbedder, type EmbedderOptions } from '../runtime/llm/embedder.js';
+import { asksLlmServer, chooseEmbedder, type EmbedderOptions } from '../runtime/llm/embedder.js';
 import { createLlmClient } from '../runtime/llm/llm-client.js';
 import { normaliseWord } from '../runtime/tools/approval-words.js';
 import { createMcpRegistry } from '../runtime/tools/mcp-registry.js';
+import { createDeferredMemory } from '../runtime/memory/deferred-memory.js';
 import type { LongTermMemory } from '../runtime/memory/long-term-memory.js';
 import type { EmbedderRecordStore, VectorMemoryStore } from '../runtime/ports.js';
 import { createVectorMemory } from '../runtime/memory/vector-memory.js';
@@ -30,6 +31,7 @@ import { acceptHandedConnections } from './connection-handoff.js';
 import { drainServer } from './drain-server.js';
 import { createInspectRoutes } from './inspect-routes.js';
 import { RequestSupervisor } from './request-supervisor.js';
+import { StartupWork } from './startup-work.js';
 import { createUsageRouter } from './usage-route.js';
 import { createUsageLimiter } from './usage-limits.js';
 import { WebhookDispatcher } from '../runtime/webhooks/webhook-dispatcher.js';
@@ -53,6 +55,12 @@ export type RunningService = {
   events: EventBus;
   database: Database;
   writer: DurableWriter;
+  /**
+   * Settles once the work the service goes on with in the background after it listens has
+   * (what /health lists under `starting`: the tool servers' first connections, the choice of
+   * long-term memory's embedder); never rejects.
+   */
+  started: Promise<void>;
   close(): Promise<void>;
 };
 
@@ -106,13 +114,18 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     throw error;
   }
   const writer = new DurableWriter(events);
+  const startup = new StartupWork();
+  // Stops what still starts in the background when the service stops.
+  const stopStartup = new AbortController();
   let memory: LongTermMemory | undefined;
   try {
-    memory = stores.memories && stores.memoryEmbedder ? await createMemory(config, stores.memories, stores.memoryEmbedder, events, logger) : undefined;
+    memory =
+      stores.memories && stores.memoryEmbedder ? await createMemory(config, stores.memories, stores.memoryEmbedder, { events, logger, signal: stopStartup.signal }) : undefined;
   } catch (error) {
     await database.close();
     throw error;
   }
+  if (memory) startup.add('long_term_memory', memory.ready());
   const tools = createMcpRegistry({
     servers: config.mcp_servers,
     connectTimeoutMs: config.tools.connect_timeout_ms,
@@ -122,8 +135,9 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     events,
     logger,
   });
-  // Connects every tool server in parallel, each within its time-out; failures retry in the background.
-  await tools.start();
+  // Connects every tool server in parallel, each within its time-out, while the service starts
+  // listening; failures retry in the background. A turn waits for these first attempts.
+  startup.add('mcp_servers', tools.start());
   const llm = createLlmClient({ baseUrl: config.llm.base_url, apiKey: config.llm.api_key, timeoutMs: config.llm.timeout_ms });
   // The embedded database serves one process: only PostgreSQL can be shared by several.
   const leases =
@@ -210,6 +224,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     supervisor,
     logger,
     toolStatus: () => tools.status(),
+    starting: () => startup.starting(),
     authRouter: oauth.router,
     apiKeys,
     agentsRouter: createAgentsRouter({
@@ -277,8 +292,11 @@ export async function startService(config: AppConfig, logger: Logger, options: S
       if (forced) logger.warn(`requests still running after ${config.app.shutdown_timeout_ms} ms were cut; their turns are cancelled and stored`);
       // Cut requests cancel their turns; each still stores how it ended.
       await supervisor.stop(CANCELLED_TURNS_WAIT_MS);
+      // Tool servers still connecting are stopped by tools.close(); the embedder probe by this.
+      stopStartup.abort(new Error('the service is stopping'));
       inspector?.stop();
       await tools.close();
+      await startup.settled();
       await llm.close();
       await writer.flush();
       // After the flush every event of the run is in the outbox; what is not sent stays pending.
@@ -292,7 +310,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
       await database.close();
     })());
 
-  return { url: `http://${host}:${port}`, port, server, supervisor, events, database, writer, close };
+  return { url: `http://${host}:${port}`, port, server, supervisor, events, database, writer, started: startup.settled(), close };
 }
 
 /** The supervisor's settings from the service's configuration. */
@@ -324,16 +342,33 @@ export function embedderOptionsOf(config: AppConfig): EmbedderOptions {
   };
 }
 
+/**
+ * Long-term memory with the embedder the configuration and the stored memories call for. Its
+ * choice is made now when it only reads the record (an embedder at odds with the stored
+ * memories is a ConfigError that stops the start); asking the LLM server (`auto`, nothing
+ * recorded yet) goes on in the background, and turns wait for it. A failure there is logged,
+ * and turns answer MEMORY_UNAVAILABLE.
+ */
 async function createMemory(
   config: AppConfig,
   store: VectorMemoryStore,
   records: EmbedderRecordStore,
-  events: EventBus,
-  logger: Logger,
+  context: { events: EventBus; logger: Logger; signal: AbortSignal },
 ): Promise<LongTermMemory> {
-  const { embedder, reason } = await chooseEmbedder(embedderOptionsOf(config), records);
-  logger.info(`long-term memory on, embeddings: ${embedder.source} (${reason})`);
-  return createVectorMemory({ store, embedder, events, results: config.memory.long_term_results });
+  const { events, logger, signal } = context;
+  const options = embedderOptionsOf(config);
+  const choose = async () => {
+    const { embedder, reason } = await chooseEmbedder(options, records, signal);
+    logger.info(`long-term memory on, embeddings: ${embedder.source} (${reason})`);
+    return createVectorMemory({ store, embedder, events, results: config.memory.long_term_results });
+  };
+  if (!asksLlmServer(options, await records.get())) return choose();
+  return createDeferredMemory(() =>
+    choose().catch((error: Error) => {
+      if (!signal.aborted) logger.error(`long-term memory is unavailable: ${error.message}`);
+      throw error;
+    }),
+  );
 }
 
 function listen(app: ReturnType<typeof createApp>, where: ListenOptions): Promise<Server> {

@@ -16,6 +16,7 @@ export const ERROR_STATUS = {
   SESSION_BUSY: 503,
   UPSTREAM_UNAVAILABLE: 502,
   DATABASE_UNAVAILABLE: 503,
+  MEMORY_UNAVAILABLE: 503,
   INTERNAL: 500,
 } as const;
 
@@ -39,6 +40,7 @@ const ERROR_TYPE: Record<ErrorCode, string> = {
   SESSION_BUSY: 'server_busy_error',
   UPSTREAM_UNAVAILABLE: 'upstream_error',
   DATABASE_UNAVAILABLE: 'server_busy_error',
+  MEMORY_UNAVAILABLE: 'server_error',
   INTERNAL: 'server_error',
 };
 

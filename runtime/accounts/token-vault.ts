@@ -1,5 +1,6 @@
 import { refreshTokenGrant, ResponseBodyError, tokenRevocation } from 'openid-client';
 import type { Configuration, TokenEndpointResponse } from 'openid-client';
+import { abortable } from '../abortable.js';
 import type { EventBus } from '../observability/event-bus.js';
 import type { LoginLinkSigner } from './login-links.js';
 import type { OidcConfigurationSource } from './oidc-client.js';
@@ -229,14 +230,4 @@ function describe(error: unknown): string {
 /** The provider refused the refresh token itself: the user must connect again. */
 function isRevoked(error: unknown): boolean {
   return error instanceof ResponseBodyError && error.error === 'invalid_grant';
-}
-
-function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (!signal) return promise;
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    if (signal.aborted) return onAbort();
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
-  });
 }

@@ -7,7 +7,8 @@ import type { EmbedderRecord, EmbedderRecordStore } from '../ports.js';
 export type Embedder = {
   /** `llm` (the LLM server's /v1/embeddings) or `local` (hashed words). */
   readonly source: 'llm' | 'local';
-  embed(texts: string[]): Promise<number[][]>;
+  /** One vector per text, in order; `signal` cancels a request in flight. */
+  embed(texts: string[], signal?: AbortSignal): Promise<number[][]>;
 };
 
 /** Settings of the embeddings link. */
@@ -30,8 +31,8 @@ export function createLlmEmbedder(options: Omit<EmbedderOptions, 'mode'>): Embed
   const sdk = new OpenAI({ baseURL: options.baseUrl, apiKey: options.apiKey, maxRetries: 0, timeout: options.timeoutMs });
   return {
     source: 'llm',
-    async embed(texts) {
-      const response = await sdk.embeddings.create({ model: options.model, input: texts, encoding_format: 'float' });
+    async embed(texts, signal) {
+      const response = await sdk.embeddings.create({ model: options.model, input: texts, encoding_format: 'float' }, { signal });
       const vectors = [...response.data].sort((a, b) => a.index - b.index).map((item) => item.embedding);
       const wrong = vectors.find((vector) => vector.length !== options.dimensions);
       if (wrong) {
@@ -47,11 +48,13 @@ export function createLlmEmbedder(options: Omit<EmbedderOptions, 'mode'>): Embed
  * from one embedder. `auto` keeps the recorded one; with none recorded it asks the LLM
  * server once: if it embeds a probe text with the configured dimensions, memories use it,
  * otherwise the local embedder. A configured embedder other than the one the stored
- * memories were made with is a ConfigError: their vectors would not be comparable.
+ * memories were made with is a ConfigError: their vectors would not be comparable. `signal`
+ * cancels asking the LLM server; then nothing is recorded.
  */
-export async function chooseEmbedder(options: EmbedderOptions, records: EmbedderRecordStore): Promise<{ embedder: Embedder; reason: string }> {
+export async function chooseEmbedder(options: EmbedderOptions, records: EmbedderRecordStore, signal?: AbortSignal): Promise<{ embedder: Embedder; reason: string }> {
   const recorded = await records.get();
-  const chosen = options.mode === 'auto' && recorded ? { embedder: embedderOf(recorded, options), reason: 'the stored memories were made with it' } : await configuredEmbedder(options);
+  const chosen = options.mode === 'auto' && recorded ? { embedder: embedderOf(recorded, options), reason: 'the stored memories were made with it' } : await configuredEmbedder(options, signal);
+  signal?.throwIfAborted();
   const wanted = recordOf(chosen.embedder, options);
   const inForce = await records.record(wanted);
   if (inForce.source !== wanted.source || inForce.model !== wanted.model) {
@@ -63,20 +66,27 @@ export async function chooseEmbedder(options: EmbedderOptions, records: Embedder
   return chosen;
 }
 
+/** Whether choosing the embedder asks the LLM server (`auto` with none recorded yet), which may take up to `timeoutMs`; otherwise it reads and writes the record only. */
+export function asksLlmServer(options: EmbedderOptions, recorded: EmbedderRecord | undefined): boolean {
+  return options.mode === 'auto' && recorded === undefined;
+}
+
 /** What a record says of `embedder`. */
 export function recordOf(embedder: Embedder, options: EmbedderOptions): EmbedderRecord {
   return { source: embedder.source, model: embedder.source === 'llm' ? options.model : null };
 }
 
-/** The embedder the configuration asks for, whatever is recorded (`auto` probes the LLM server). */
-export async function configuredEmbedder(options: EmbedderOptions): Promise<{ embedder: Embedder; reason: string }> {
+/** The embedder the configuration asks for, whatever is recorded (`auto` probes the LLM server; `signal` cancels the probe, which then rejects). */
+export async function configuredEmbedder(options: EmbedderOptions, signal?: AbortSignal): Promise<{ embedder: Embedder; reason: string }> {
   if (options.mode === 'local') return { embedder: createLocalEmbedder(options.dimensions), reason: 'configured' };
   const remote = createLlmEmbedder(options);
   if (options.mode === 'llm') return { embedder: remote, reason: 'configured' };
   try {
-    await remote.embed(['probe']);
+    await remote.embed(['probe'], signal);
     return { embedder: remote, reason: 'the LLM server offers embeddings' };
   } catch (error) {
+    // Cancelled, the probe says nothing of the LLM server: the local embedder is not chosen for it.
+    if (signal?.aborted) throw signal.reason;
     return { embedder: createLocalEmbedder(options.dimensions), reason: `the LLM server offers no usable embeddings (${(error as Error).message})` };
   }
 }

@@ -19,6 +19,7 @@ export type VectorMemoryDeps = {
  */
 export function createVectorMemory(deps: VectorMemoryDeps): LongTermMemory {
   return {
+    ready: async () => {},
     async recall(userId, text) {
       if (!text.trim()) return [];
       try {

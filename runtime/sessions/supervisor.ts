@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { fromPromise, type InspectionEvent } from 'xstate';
 import { createSessionMachine, type AgentReply, type CallLlmInput, type RunToolsInput, type SessionMachine, type ToolResult } from '../../machines/index.js';
 import type { StateGraph } from '../../machines/index.js';
+import { abortable } from '../abortable.js';
 import type { LlmClient } from '../llm/llm-client.js';
 import type { LongTermMemory } from '../memory/long-term-memory.js';
 import type { EventBus } from '../observability/event-bus.js';
@@ -57,6 +58,8 @@ export class Supervisor {
   private readonly store: TurnStore;
   private readonly runner: TurnRunner;
   private readonly sources: PlanSources;
+  /** The tool servers' first connections are over and long-term memory is ready: turns no longer wait for them. */
+  private isStarted = false;
 
   constructor(private readonly deps: SupervisorDeps) {
     const { settings } = deps;
@@ -124,6 +127,7 @@ export class Supervisor {
     }
     // Only a session the request names can have requests pending: refused before any session is found or made.
     if (answers[0] && !request.sessionHint) throw notPending(answers[0]);
+    await this.started(handlers.signal);
     // The resent history is hashed once: to find its session and to check it against the stored one.
     const prefixHash = conversation.prefix.length > 0 ? historyHashOf(conversation.prefix) : null;
     let sessionId = await findSessionId(this.sources, request, prefixHash);
@@ -140,6 +144,23 @@ export class Supervisor {
     } finally {
       release();
     }
+  }
+
+  /**
+   * Waits for what the service still starts in the background, each part within its own
+   * time-out: the tool servers' first connections, so that a turn offers every tool a turn
+   * later would, and the choice of long-term memory's embedder, so that it recalls. The turn
+   * holds no session meanwhile. Rejects with MEMORY_UNAVAILABLE when that choice failed.
+   */
+  private async started(signal: AbortSignal): Promise<void> {
+    if (this.isStarted) return;
+    try {
+      await abortable(Promise.all([this.deps.tools?.ready(), this.deps.memory?.ready()]), signal);
+    } catch (error) {
+      if (signal.aborted) throw new ServiceError('INVALID_REQUEST', 'the request was cancelled while the service was starting');
+      throw error;
+    }
+    this.isStarted = true;
   }
 
   /** Stops a session's actor and forgets it (its stored snapshot stays); its lease goes back. */

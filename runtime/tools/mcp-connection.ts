@@ -3,6 +3,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { McpServerConfig } from '../../config/mcp-server-schema.js';
+import { abortable } from '../abortable.js';
 import { ProcessGroupStdioTransport } from './mcp-stdio-transport.js';
 import { errorText } from './mcp-tool-results.js';
 
@@ -178,26 +179,6 @@ function createTransport(options: McpConnectionOptions): Transport {
     headers.Authorization = `Bearer ${accessToken}`;
   }
   return new StreamableHTTPClientTransport(new URL(config.url), { requestInit: { headers } });
-}
-
-/** Rejects with the signal's reason as soon as it aborts, even if `promise` never settles. */
-export function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (!signal) return promise;
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error);
-      },
-    );
-  });
 }
 
 function delay(ms: number): Promise<void> {

@@ -87,6 +87,11 @@ class Registry implements McpRegistry {
     return this.started;
   }
 
+  ready(): Promise<void> {
+    // The first attempts, started here if start() was not called.
+    return this.start();
+  }
+
   status(): Record<string, ToolServerStatus> {
     const report: Record<string, ToolServerStatus> = {};
     const offered = new Map<string, number>();

@@ -1,5 +1,6 @@
 import type { McpServerConfig } from '../../config/mcp-server-schema.js';
-import { abortable, McpConnection, type McpLogger, type McpTool } from './mcp-connection.js';
+import { abortable } from '../abortable.js';
+import { McpConnection, type McpLogger, type McpTool } from './mcp-connection.js';
 import { errorText } from './mcp-tool-results.js';
 
 /** Exponential back-off of reconnection attempts. */

@@ -1,5 +1,6 @@
 import type { McpServerConfig } from '../../config/mcp-server-schema.js';
-import { abortable, McpConnection, type McpLogger } from './mcp-connection.js';
+import { abortable } from '../abortable.js';
+import { McpConnection, type McpLogger } from './mcp-connection.js';
 
 /** A connection lent to one call; hand it back with `release` or report it broken with `fail`. */
 export type ConnectionLease = {

@@ -14,6 +14,12 @@ export type ToolCallScope = { userId: string; sessionId: string; signal: AbortSi
 
 /** The tools the agent can call. */
 export interface ToolRunner {
+  /**
+   * Resolves once every tool server's first connection attempt has ended (at once from then
+   * on), so that the tools offered are known; never rejects (a server whose attempt failed is
+   * retried in the background).
+   */
+  ready(): Promise<void>;
   /** The tools offered to the LLM; `allowed` narrows them to a state's list. */
   definitions(allowed?: string[]): ToolDefinition[];
   /** Text appended to the base system prompt: each tool's name, description and input schema. */
@@ -53,7 +59,7 @@ export type ToolServerStatus = {
 
 /** A tool runner with a lifecycle: the composition root starts it, reports it on /health and closes it. */
 export interface ManagedToolRunner extends ToolRunner {
-  /** Connects to the tool servers and lists their tools; never rejects (failed servers are retried). */
+  /** Connects to the tool servers and lists their tools; resolves once each first attempt ended, never rejects (failed servers are retried). */
   start(): Promise<void>;
   /** Each server's health, by server name. */
   status(): Record<string, ToolServerStatus>;
@@ -64,6 +70,7 @@ export interface ManagedToolRunner extends ToolRunner {
 /** A runner with no tools: every call is an error result naming the unknown tool. */
 export const NO_TOOLS: ManagedToolRunner = {
   start: async () => {},
+  ready: async () => {},
   status: () => ({}),
   close: async () => {},
   definitions: () => [],

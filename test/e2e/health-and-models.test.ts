@@ -33,8 +33,8 @@ describe('GET /health', () => {
   });
   after(async () => harness?.close());
 
-  it('reports running with the port when the LLM server answers 200', async () => {
-    expect(await health(harness)).to.deep.equal({ status: 'ok', llm_server: 'running', port: harness.service.port });
+  it('reports running with the port, and nothing still starting, when the LLM server answers 200', async () => {
+    expect(await health(harness)).to.deep.equal({ status: 'ok', llm_server: 'running', port: harness.service.port, starting: [] });
   });
 
   it('reports error when the LLM server answers another status', async () => {

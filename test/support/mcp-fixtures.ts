@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { McpServerConfig } from '../../config/mcp-server-schema.js';
@@ -9,6 +9,7 @@ import { createMcpRegistry, type McpRegistry, type McpRegistryOptions } from '..
 import type { AccessTokenSource } from '../../runtime/ports.js';
 import type { ToolCallResult } from '../../runtime/tools/tool-runner.js';
 import { freePort } from '../../scripts/bench/child-process.js';
+import { waitFor } from './wait-for.js';
 
 /** The entry script of `@modelcontextprotocol/server-everything`. */
 export const EVERYTHING_ENTRY = fileURLToPath(
@@ -28,6 +29,41 @@ export function mcpDeploymentFile(folder: string, servers: string): string {
   const path = join(folder, 'deployment.yaml');
   writeFileSync(path, `mcp_servers:\n${servers}`);
   return path;
+}
+
+/** A stdio tool server that is slow to start: server-everything behind a gate the test opens. */
+export type GatedServer = {
+  /** Its `mcp_servers` YAML entry. */
+  yaml: string;
+  /** Lets the server start (it is held until then). */
+  open(): void;
+  /** The pid of the server's process once it runs (held at the gate or serving). */
+  pid(): Promise<number>;
+};
+
+/**
+ * Writes, in `folder`, a stdio command that waits until the test opens its gate and then
+ * becomes server-everything, and returns it as the tool server `name`: a server whose start
+ * takes as long as the test wants.
+ */
+export function gatedEverythingServer(folder: string, name: string): GatedServer {
+  const gate = join(folder, `${name}.open`);
+  const pidFile = join(folder, `${name}.pid`);
+  const script = join(folder, `${name}.sh`);
+  writeFileSync(
+    script,
+    [
+      `echo $$ > ${JSON.stringify(pidFile)}`,
+      `while [ ! -e ${JSON.stringify(gate)} ]; do sleep 0.05; done`,
+      `exec ${JSON.stringify(process.execPath)} ${JSON.stringify(EVERYTHING_ENTRY)} stdio`,
+      '',
+    ].join('\n'),
+  );
+  return {
+    yaml: `  ${name}:\n    transport: stdio\n    command: /bin/sh\n    args: [${JSON.stringify(script)}]\n`,
+    open: () => writeFileSync(gate, ''),
+    pid: async () => Number(await waitFor(() => existsSync(pidFile) && readFileSync(pidFile, 'utf8').trim(), `the ${name} server's process`)),
+  };
 }
 
 /** A free TCP port on 127.0.0.1 (the benchmark's helper). */

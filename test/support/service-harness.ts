@@ -25,9 +25,13 @@ export function testLogger(): winston.Logger {
 
 /**
  * Starts the scripted LLM (or uses `llm`) and the service on port 0 with an in-memory
- * embedded database unless `env` names another (DATA_DIR or DB_URL).
+ * embedded database unless `env` names another (DATA_DIR or DB_URL). Resolves once the
+ * service's background start-up work has settled too (tool servers connected or failed), unless
+ * `listeningOnly`: then as soon as it listens.
  */
-export async function startTestService(options: { env?: NodeJS.ProcessEnv; llm?: FakeLlm; llmOptions?: FakeLlmOptions } = {}): Promise<TestService> {
+export async function startTestService(
+  options: { env?: NodeJS.ProcessEnv; llm?: FakeLlm; llmOptions?: FakeLlmOptions; listeningOnly?: boolean } = {},
+): Promise<TestService> {
   const llm = options.llm ?? (await startFakeLlm(options.llmOptions));
   const config = loadConfig({
     APP_HOST: '127.0.0.1',
@@ -40,6 +44,7 @@ export async function startTestService(options: { env?: NodeJS.ProcessEnv; llm?:
     ...options.env,
   });
   const service = await startService(config, testLogger());
+  if (!options.listeningOnly) await service.started;
   const baseURL = `${service.url}/v1`;
   return {
     service,
