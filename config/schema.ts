@@ -201,7 +201,7 @@ export const configSchema: convict.Schema<ConfigValues> = {
     embedded_shared_buffers_mb: {
       doc: "The embedded database's shared buffers (PostgreSQL's shared_buffers), in MB, 1 to 1024: resident from the start, so they set most of its memory at rest. Pages beyond them are read from the data folder, through the operating system's cache.",
       format: 'shared-buffers-mb',
-      default: 32,
+      default: 16,
       env: 'DB_EMBEDDED_SHARED_BUFFERS_MB',
     },
   },

@@ -55,7 +55,7 @@ export type CreateDatabaseOptions = {
 /** Connections in the PostgreSQL pool unless configured (`database.pool_size`). */
 export const DEFAULT_POOL_SIZE = 10;
 /** The embedded database's shared buffers unless configured (`database.embedded_shared_buffers_mb`); see docs/deployment.md. */
-export const DEFAULT_SHARED_BUFFERS_MB = 32;
+export const DEFAULT_SHARED_BUFFERS_MB = 16;
 const SCHEMES = new Set(['postgres:', 'postgresql:']);
 const EXPECTED_FORM = '<scheme>://<user>:<password>@<host>:<port>/<database> with scheme postgres or postgresql';
 

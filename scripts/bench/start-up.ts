@@ -8,6 +8,7 @@ import { freePort, runScript } from './child-process.js';
 import { addCleanup } from './cleanup.js';
 import { jsonExchange, runLoad } from './load.js';
 import type { PgliteMemoryProbeResult } from './pglite-memory-probe.js';
+import { DEFAULT_SHARED_BUFFERS_MB } from '../../storage/create-database.js';
 import { createScratchDatabase } from './scratch-database.js';
 import type { Section } from './table.js';
 
@@ -97,7 +98,7 @@ export async function measureStartUp(settings: { runs: number; cachedSessions: n
   for (const sharedBuffersMb of SHARED_BUFFERS_MB) {
     pglite.push(await probePglite(root, join(tmp, 'start-fresh-0'), sharedBuffersMb, false));
   }
-  pglite.push(await probePglite(root, join(tmp, 'probe-initdb'), 32, true));
+  pglite.push(await probePglite(root, join(tmp, 'probe-initdb'), DEFAULT_SHARED_BUFFERS_MB, true));
   return { cases, pglite, notes };
 }
 
