@@ -1,9 +1,10 @@
-// `npm run graph:validate -- [file] [--mermaid] [--html <out.html>] [--svg <out.svg>]`: checks a
-// state graph file (default config/default-graph.yaml; `.json` is read as JSON, anything else as
-// YAML). A bad graph: every problem on stderr, exit 1. A good one: a summary, exit 0; `--mermaid`
-// prints Mermaid text instead, `--html` also writes a standalone page drawing the graph, `--svg`
-// the drawing alone as a standalone SVG file. Warnings (a graph that runs, but likely not as
-// meant) go to stderr either way and do not change the exit code.
+// `svc-agent graph validate [file] [--mermaid] [--html <out.html>] [--svg <out.svg>]` (in a
+// checkout also `npm run graph:validate -- …`): checks a state graph file (default
+// config/default-graph.yaml; `.json` is read as JSON, anything else as YAML). A bad graph:
+// every problem on stderr, exit 1. A good one: a summary, exit 0; `--mermaid` prints Mermaid
+// text instead, `--html` also writes a standalone page drawing the graph, `--svg` the drawing
+// alone as a standalone SVG file. Warnings (a graph that runs, but likely not as meant) go to
+// stderr either way and do not change the exit code.
 import { readFile, writeFile } from 'node:fs/promises';
 import { basename, extname } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -11,7 +12,13 @@ import { resolveConfiguredFile } from '../config/package-files.js';
 import { formatProblem, formatWarning, parseGraphText, routesOf, STATE_TYPES, successorsOf, toHtmlPage, toMermaid, toSvg } from '../machines/index.js';
 import type { GraphProblem, StateGraph } from '../machines/index.js';
 
-const USAGE = 'usage: npm run graph:validate -- [file] [--mermaid] [--html <out.html>] [--svg <out.svg>]';
+const USAGE = `usage: svc-agent graph validate [FILE] [--mermaid] [--html OUT] [--svg OUT]
+       (in a checkout also: npm run graph:validate -- [FILE] [--mermaid] [--html OUT] [--svg OUT])`;
+const HELP = `${USAGE}
+Checks a state graph file (default config/default-graph.yaml: the working directory's, else the
+bundled one). A bad graph: every problem on stderr, exit 1. --mermaid prints the graph as Mermaid
+text; --html and --svg draw it into the file OUT.`;
+const NAME = 'svc-agent graph validate';
 const DEFAULT_FILE = 'config/default-graph.yaml';
 
 /** The hand-offs between agent states, by state: the model's `transfer_to_` choices and plain hand-offs. */
@@ -46,7 +53,8 @@ function printWarnings(file: string, warnings: GraphProblem[]): void {
   for (const warning of warnings) console.error(formatWarning(warning));
 }
 
-async function main(argv: string[]): Promise<number> {
+/** Runs `svc-agent graph validate` with its arguments; resolves to the exit code. */
+export async function runGraphValidate(argv: string[]): Promise<number> {
   let parsed;
   try {
     parsed = parseArgs({
@@ -55,16 +63,16 @@ async function main(argv: string[]): Promise<number> {
       options: { mermaid: { type: 'boolean' }, html: { type: 'string' }, svg: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
     });
   } catch (error) {
-    console.error(`graph:validate: ${(error as Error).message}\n${USAGE}`);
+    console.error(`${NAME}: ${(error as Error).message}\n${USAGE}`);
     return 2;
   }
   const { values, positionals } = parsed;
   if (values.help) {
-    console.log(USAGE);
+    console.log(HELP);
     return 0;
   }
   if (positionals.length > 1) {
-    console.error(`graph:validate: one graph file at a time\n${USAGE}`);
+    console.error(`${NAME}: one graph file at a time\n${USAGE}`);
     return 2;
   }
   const file = positionals[0] ?? DEFAULT_FILE;
@@ -73,7 +81,7 @@ async function main(argv: string[]): Promise<number> {
   try {
     text = await readFile(resolveConfiguredFile(file), 'utf8');
   } catch (error) {
-    console.error(`graph:validate: cannot read ${file}: ${(error as Error).message}`);
+    console.error(`${NAME}: cannot read ${file}: ${(error as Error).message}`);
     return 1;
   }
   const result = parseGraphText(text, extname(file).toLowerCase() === '.json' ? 'json' : 'yaml');
@@ -98,12 +106,10 @@ async function main(argv: string[]): Promise<number> {
     try {
       await writeFile(out, draw());
     } catch (error) {
-      console.error(`graph:validate: cannot write ${out}: ${(error as Error).message}`);
+      console.error(`${NAME}: cannot write ${out}: ${(error as Error).message}`);
       return 1;
     }
     note(`wrote ${out}`);
   }
   return 0;
 }
-
-process.exitCode = await main(process.argv.slice(2));

@@ -1,47 +1,52 @@
 /**
- * `npm run memory:reembed`: embeds every stored long-term memory again with the embedder
- * the configuration asks for (memory.embeddings, llm.embedding_model), and records it as
- * the memories' embedder, so the service starts with the new one. Run it with the service
- * stopped: a running process would go on embedding recalls with the old one.
+ * `svc-agent memory reembed` (`npm run memory:reembed`): embeds every stored long-term
+ * memory again with the embedder the configuration asks for (memory.embeddings,
+ * llm.embedding_model), and records it as the memories' embedder, so the service starts
+ * with the new one. Run it with the service stopped: a running process would go on
+ * embedding recalls with the old one.
  */
 import { ConfigError, loadConfig } from '../config/load-config.js';
 import { embedderOptionsOf } from '../gateway/service.js';
 import { configuredEmbedder, recordOf } from '../runtime/llm/embedder.js';
 import { createDatabase, migrateToLatest, redactPassword, reembedMemories } from '../storage/index.js';
 
-let config;
-try {
-  config = loadConfig(process.env);
-  if (!config.memory.use_long_term) throw new ConfigError('long-term memory is off (memory.use_long_term): there are no memories to embed');
-} catch (error) {
-  if (!(error instanceof ConfigError)) throw error;
-  console.error(`Configuration error: ${error.message}`);
-  process.exit(78);
-}
-const { url, data_dir: dataDir, pool_size: poolSize } = config.database;
-const target = url ? `the database at ${redactPassword(url)}` : `the embedded PGlite database in ${dataDir}`;
-const options = embedderOptionsOf(config);
-try {
-  const { embedder, reason } = await configuredEmbedder(options);
-  const record = recordOf(embedder, options);
-  console.log(`Embedding the memories in ${target} with ${record.source === 'llm' ? `the LLM server's model '${record.model}'` : 'the local embedder'} (${reason}).`);
-  const database = await createDatabase({ url, dataDir, vector: true, poolSize });
+/** Re-embeds the memories in the database `env` configures; resolves to the exit code (78: a configuration error). */
+export async function runMemoryReembed(env: NodeJS.ProcessEnv): Promise<number> {
+  let config;
   try {
-    await migrateToLatest(database, { vector: true, embeddingDimensions: config.memory.embedding_dimensions });
-    let reported = 0;
-    const done = await reembedMemories(database.db, (texts) => embedder.embed(texts), record, {
-      onProgress: (count, total) => {
-        if (count - reported >= 1000 || count === total) {
-          reported = count;
-          console.log(`  ${count} of ${total}`);
-        }
-      },
-    });
-    console.log(`Re-embedded ${done} memories; the service now starts with this embedder.`);
-  } finally {
-    await database.close();
+    config = loadConfig(env);
+    if (!config.memory.use_long_term) throw new ConfigError('long-term memory is off (memory.use_long_term): there are no memories to embed');
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    console.error(`Configuration error: ${error.message}`);
+    return 78;
   }
-} catch (error) {
-  console.error(`Re-embedding the memories in ${target} failed, nothing was changed: ${error instanceof Error ? error.message : String(error)}`);
-  process.exitCode = 1;
+  const { url, data_dir: dataDir, pool_size: poolSize, embedded_shared_buffers_mb: sharedBuffersMb } = config.database;
+  const target = url ? `the database at ${redactPassword(url)}` : `the embedded PGlite database in ${dataDir}`;
+  const options = embedderOptionsOf(config);
+  try {
+    const { embedder, reason } = await configuredEmbedder(options);
+    const record = recordOf(embedder, options);
+    console.log(`Embedding the memories in ${target} with ${record.source === 'llm' ? `the LLM server's model '${record.model}'` : 'the local embedder'} (${reason}).`);
+    const database = await createDatabase({ url, dataDir, vector: true, poolSize, sharedBuffersMb });
+    try {
+      await migrateToLatest(database, { vector: true, embeddingDimensions: config.memory.embedding_dimensions });
+      let reported = 0;
+      const done = await reembedMemories(database.db, (texts) => embedder.embed(texts), record, {
+        onProgress: (count, total) => {
+          if (count - reported >= 1000 || count === total) {
+            reported = count;
+            console.log(`  ${count} of ${total}`);
+          }
+        },
+      });
+      console.log(`Re-embedded ${done} memories; the service now starts with this embedder.`);
+    } finally {
+      await database.close();
+    }
+  } catch (error) {
+    console.error(`Re-embedding the memories in ${target} failed, nothing was changed: ${error instanceof Error ? error.message : String(error)}`);
+    return 1;
+  }
+  return 0;
 }

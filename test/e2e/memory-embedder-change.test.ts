@@ -1,6 +1,8 @@
 import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { ConfigError } from '../../config/load-config.js';
+import { ensureBuilt } from '../../scripts/build.mjs';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
 import { startTestService, type TestService } from '../support/service-harness.js';
 import { serviceStorageTargets } from '../support/service-storage.js';
@@ -14,9 +16,10 @@ async function say(harness: TestService, text: string): Promise<void> {
   expect(response.status).to.equal(200);
 }
 
-/** `npm run memory:reembed` as an operator runs it: its own process, the configuration in the environment. */
+/** `svc-agent memory reembed` (`npm run memory:reembed`) as an operator runs it: its own process, the configuration in the environment. */
 function reembed(env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/memory-reembed.ts'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const command = fileURLToPath(new URL('../../scripts/svc-agent.mjs', import.meta.url));
+  const child = spawn(process.execPath, [command, 'memory', 'reembed'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -31,6 +34,8 @@ for (const target of serviceStorageTargets()) {
     let storage: { env: NodeJS.ProcessEnv; cleanup(): Promise<void> };
 
     before(async () => {
+      // The command runs the compiled sources: compiled here if they changed, not in the test's time.
+      ensureBuilt();
       llm = await startFakeLlm();
       storage = await target.prepare();
     });

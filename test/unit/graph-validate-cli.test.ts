@@ -4,15 +4,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
+import { ensureBuilt } from '../../scripts/build.mjs';
 
 const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 type Run = { code: number | null; stdout: string; stderr: string };
 
-/** Runs `node --import tsx scripts/graph-validate.ts <args>` from the repository root. */
+/** Runs `svc-agent graph validate <args>` as `npm run graph:validate -- <args>` does, from the repository root. */
 function runCli(args: string[]): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/graph-validate.ts', ...args], { cwd: REPO_ROOT });
+    const child = spawn(process.execPath, ['scripts/svc-agent.mjs', 'graph', 'validate', ...args], { cwd: REPO_ROOT });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -64,10 +65,13 @@ states:
     transition: { next: [agent_reply, nowhere] }
 `;
 
-describe('graph:validate CLI', () => {
+describe('svc-agent graph validate', () => {
   let dir: string;
 
-  before(async () => {
+  before(async function () {
+    // The command runs the compiled sources: the first run after a change compiles them (about 10 s on two cores).
+    this.timeout(120_000);
+    ensureBuilt();
     dir = await mkdtemp(join(tmpdir(), 'graph-validate-'));
   });
 
@@ -227,6 +231,7 @@ describe('graph:validate CLI', () => {
   it('prints usage and exits 2 when given an unknown option', async () => {
     const run = await runCli(['--nope']);
     expect(run.code).to.equal(2);
-    expect(run.stderr).to.include('usage: npm run graph:validate');
+    expect(run.stderr).to.include('usage: svc-agent graph validate [FILE]');
+    expect(run.stderr).to.include('npm run graph:validate -- [FILE]');
   });
 });
