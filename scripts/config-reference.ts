@@ -25,7 +25,7 @@ const SECTION_INTROS: Record<string, string> = {
   llm: 'The OpenAI-compatible LLM server the agent talks to, and the defaults of each request to it.',
   database: 'Storage: a PostgreSQL server when `DB_URL` is set, else the embedded database (PGlite) in `DATA_DIR`. Several workers or instances need PostgreSQL.',
   memory: 'Whose conversation a request is when it names no user, the short-term context, and long-term vector memory. See [sessions-and-memory.md](sessions-and-memory.md).',
-  state: 'The agent\'s state graph (check a file with `npm run graph:validate`) and the bound on tool rounds in one turn.',
+  state: 'The agent\'s state graph (check a file with `svc-agent graph validate` or `npm run graph:validate`) and the bound on tool rounds in one turn.',
   sessions: 'Session actors kept in memory, how long a request waits for a busy session or a failing write, and the lease that serialises a session\'s turns across processes on PostgreSQL.',
   limits: 'Per-user limits on chat requests, counted per instance (all its workers together). Past them the answer is 429 with `Retry-After`.',
   metrics: 'Prometheus metrics. See [deployment.md](deployment.md#metrics-and-health).',

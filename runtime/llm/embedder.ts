@@ -60,7 +60,7 @@ export async function chooseEmbedder(options: EmbedderOptions, records: Embedder
   if (inForce.source !== wanted.source || inForce.model !== wanted.model) {
     throw new ConfigError(
       `the long-term memories were embedded by ${describe(inForce)}, and this configuration embeds with ${describe(wanted)}: their vectors cannot be compared. ` +
-        `Set ${settingsFor(inForce)}, or re-embed the stored memories first (npm run memory:reembed).`,
+        `Set ${settingsFor(inForce)}, or re-embed the stored memories first (svc-agent memory reembed; in a checkout, npm run memory:reembed).`,
     );
   }
   return chosen;

@@ -81,7 +81,7 @@ for (const target of databaseTargets().filter((each) => each.hasVector)) {
       const local = await failureOf(chooseEmbedder(options('local'), records));
       expect(local).to.be.instanceOf(ConfigError);
       expect(local.message).to.contain("embedded by the LLM server's model 'embedder-a', and this configuration embeds with the local embedder");
-      expect(local.message).to.contain('npm run memory:reembed');
+      expect(local.message).to.contain('svc-agent memory reembed').and.to.contain('npm run memory:reembed');
 
       const otherModel = await failureOf(chooseEmbedder(options('auto', 'embedder-b'), records));
       expect(otherModel).to.be.instanceOf(ConfigError);
