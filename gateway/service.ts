@@ -19,7 +19,7 @@ import { ServiceMetrics } from '../runtime/observability/metrics.js';
 import type { Supervisor, SupervisorSettings } from '../runtime/sessions/supervisor.js';
 import { createXStateInspector } from '../runtime/observability/xstate-inspector.js';
 import { createSessionLeaseRepository } from '../storage/session-lease-repository.js';
-import { createDatabase, createStores, migrateToLatest, type Database } from '../storage/index.js';
+import { createDatabase, createStores, migrateToLatest, type CreateDatabaseOptions, type Database } from '../storage/index.js';
 import { createAgentsRouter, createHistoryHandlers } from './agents-routes.js';
 import { BackgroundRuns } from './background-runs.js';
 import { createResponsesRouter } from './responses-routes.js';
@@ -82,11 +82,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     : undefined;
   const vector = config.memory.use_long_term;
   const database = await createDatabase({
-    url: config.database.url,
-    dataDir: config.database.data_dir,
-    vector,
-    poolSize: config.database.pool_size,
-    sharedBuffersMb: config.database.embedded_shared_buffers_mb,
+    ...databaseOptionsOf(config),
     onIdleError: (error) => logger.warn(`database connection lost: ${error.message}`),
     onMaintenanceError: (error) => logger.warn(`analyzing the embedded database failed: ${error.message}`),
   });
@@ -330,7 +326,18 @@ export function supervisorSettingsOf(config: AppConfig): SupervisorSettings {
   };
 }
 
-/** The embeddings link the configuration describes (the service's, and `npm run memory:reembed`'s). */
+/** The database the configuration describes, as the service opens it (and `svc-agent db migrate` and `memory reembed`). */
+export function databaseOptionsOf(config: AppConfig): CreateDatabaseOptions {
+  return {
+    url: config.database.url,
+    dataDir: config.database.data_dir,
+    vector: config.memory.use_long_term,
+    poolSize: config.database.pool_size,
+    sharedBuffersMb: config.database.embedded_shared_buffers_mb,
+  };
+}
+
+/** The embeddings link the configuration describes (the service's, and `svc-agent memory reembed`'s). */
 export function embedderOptionsOf(config: AppConfig): EmbedderOptions {
   return {
     mode: config.memory.embeddings as EmbedderOptions['mode'],

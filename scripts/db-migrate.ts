@@ -1,6 +1,7 @@
 /** `svc-agent db migrate` (`npm run db:migrate`): brings the database schema up to date and says what it did. */
 import { ConfigError, loadConfig } from '../config/load-config.js';
-import { createDatabase, migrateToLatest, redactPassword } from '../storage/index.js';
+import { databaseOptionsOf } from '../gateway/service.js';
+import { createDatabase, describeDatabase, migrateToLatest } from '../storage/index.js';
 
 /** Migrates the database `env` configures; resolves to the exit code (78: a configuration error). */
 export async function runDbMigrate(env: NodeJS.ProcessEnv): Promise<number> {
@@ -12,13 +13,13 @@ export async function runDbMigrate(env: NodeJS.ProcessEnv): Promise<number> {
     console.error(`Configuration error: ${error.message}`);
     return 78;
   }
-  const { url, data_dir: dataDir, pool_size: poolSize, embedded_shared_buffers_mb: sharedBuffersMb } = config.database;
-  const vector = config.memory.use_long_term;
+  const options = databaseOptionsOf(config);
+  const { vector } = options;
   const embeddingDimensions = config.memory.embedding_dimensions;
 
-  const target = url ? `the database at ${redactPassword(url)}` : `the embedded PGlite database in ${dataDir}`;
+  const target = describeDatabase(options);
   try {
-    const database = await createDatabase({ url, dataDir, vector, poolSize, sharedBuffersMb });
+    const database = await createDatabase(options);
     try {
       const { applied } = await migrateToLatest(database, { vector, embeddingDimensions });
       const memory = vector ? `long-term memory on (${embeddingDimensions} dimensions)` : 'long-term memory off';

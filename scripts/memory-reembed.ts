@@ -6,9 +6,9 @@
  * embedding recalls with the old one.
  */
 import { ConfigError, loadConfig } from '../config/load-config.js';
-import { embedderOptionsOf } from '../gateway/service.js';
+import { databaseOptionsOf, embedderOptionsOf } from '../gateway/service.js';
 import { configuredEmbedder, recordOf } from '../runtime/llm/embedder.js';
-import { createDatabase, migrateToLatest, redactPassword, reembedMemories } from '../storage/index.js';
+import { createDatabase, describeDatabase, migrateToLatest, reembedMemories } from '../storage/index.js';
 
 /** Re-embeds the memories in the database `env` configures; resolves to the exit code (78: a configuration error). */
 export async function runMemoryReembed(env: NodeJS.ProcessEnv): Promise<number> {
@@ -21,18 +21,19 @@ export async function runMemoryReembed(env: NodeJS.ProcessEnv): Promise<number> 
     console.error(`Configuration error: ${error.message}`);
     return 78;
   }
-  const { url, data_dir: dataDir, pool_size: poolSize, embedded_shared_buffers_mb: sharedBuffersMb } = config.database;
-  const target = url ? `the database at ${redactPassword(url)}` : `the embedded PGlite database in ${dataDir}`;
+  // use_long_term is on (checked above): the database opens with pgvector.
+  const database = databaseOptionsOf(config);
+  const target = describeDatabase(database);
   const options = embedderOptionsOf(config);
   try {
     const { embedder, reason } = await configuredEmbedder(options);
     const record = recordOf(embedder, options);
     console.log(`Embedding the memories in ${target} with ${record.source === 'llm' ? `the LLM server's model '${record.model}'` : 'the local embedder'} (${reason}).`);
-    const database = await createDatabase({ url, dataDir, vector: true, poolSize, sharedBuffersMb });
+    const opened = await createDatabase(database);
     try {
-      await migrateToLatest(database, { vector: true, embeddingDimensions: config.memory.embedding_dimensions });
+      await migrateToLatest(opened, { vector: true, embeddingDimensions: config.memory.embedding_dimensions });
       let reported = 0;
-      const done = await reembedMemories(database.db, (texts) => embedder.embed(texts), record, {
+      const done = await reembedMemories(opened.db, (texts) => embedder.embed(texts), record, {
         onProgress: (count, total) => {
           if (count - reported >= 1000 || count === total) {
             reported = count;
@@ -42,7 +43,7 @@ export async function runMemoryReembed(env: NodeJS.ProcessEnv): Promise<number> 
       });
       console.log(`Re-embedded ${done} memories; the service now starts with this embedder.`);
     } finally {
-      await database.close();
+      await opened.close();
     }
   } catch (error) {
     console.error(`Re-embedding the memories in ${target} failed, nothing was changed: ${error instanceof Error ? error.message : String(error)}`);

@@ -198,6 +198,11 @@ function invalidUrl(url: string, problem: string): Error {
   return new Error(`Invalid database URL "${redactPassword(url)}": ${problem}. Expected ${EXPECTED_FORM}.`);
 }
 
+/** The database `options` open, for an operator's message: the server's URL without its password, or the embedded database's folder. */
+export function describeDatabase(options: Pick<CreateDatabaseOptions, 'url' | 'dataDir'>): string {
+  return options.url ? `the database at ${redactPassword(options.url)}` : `the embedded PGlite database in ${options.dataDir}`;
+}
+
 /** The connection string with the password (whatever sits between the user's ':' and the last '@') masked. */
 export function redactPassword(url: string): string {
   const schemeEnd = url.indexOf('://');

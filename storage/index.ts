@@ -13,7 +13,7 @@ import { createResponseRepository } from './response-repository.js';
 import { createSessionRepository } from './session-repository.js';
 import { createTokenRepository } from './token-repository.js';
 
-export { createDatabase, DEFAULT_POOL_SIZE, redactPassword } from './create-database.js';
+export { createDatabase, DEFAULT_POOL_SIZE, describeDatabase, redactPassword } from './create-database.js';
 export { DataDirInUseError } from './data-dir-lock.js';
 export type { CreateDatabaseOptions, Database } from './create-database.js';
 export { MEMORY_MIGRATION_TABLE, migrateToLatest } from './migrate.js';
