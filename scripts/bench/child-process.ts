@@ -6,8 +6,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { addCleanup } from './cleanup.js';
 import { groupPids } from './cpu-usage.js';
 
-/** How a child process tells it is ready: a line on stdout/stderr (its first group is the URL), or a URL answering 200. */
-export type Readiness = { line: RegExp } | { probe: string };
+/** How a child process tells it is ready: a line on stdout/stderr (its first group is the URL), or a URL answering 200 (polled every `everyMs`, default 100). */
+export type Readiness = { line: RegExp } | { probe: string; everyMs?: number };
 
 /** What to run: a TypeScript entry point under `node --import tsx`, or a JavaScript one (`.js`, `.mjs`) under plain `node`. */
 export type ChildSpec = {
@@ -150,7 +150,7 @@ async function waitReady(spec: ChildSpec, child: ChildProcess, lineListeners: Se
       clearTimeout(timer);
     });
   });
-  const ready = 'line' in spec.ready ? waitForLine(spec.ready.line, lineListeners) : probe(spec.ready.probe, controller.signal);
+  const ready = 'line' in spec.ready ? waitForLine(spec.ready.line, lineListeners) : probe(spec.ready.probe, spec.ready.everyMs ?? 100, controller.signal);
   try {
     return await Promise.race([ready, failure]);
   } finally {
@@ -171,7 +171,7 @@ function waitForLine(pattern: RegExp, lineListeners: Set<(line: string) => void>
 }
 
 /** Polls until the URL answers 200 (a service whose ready line is below the chosen log level). */
-async function probe(url: string, signal: AbortSignal): Promise<string> {
+async function probe(url: string, everyMs: number, signal: AbortSignal): Promise<string> {
   while (!signal.aborted) {
     try {
       const response = await fetch(url, { signal: AbortSignal.timeout(1_000) });
@@ -180,7 +180,7 @@ async function probe(url: string, signal: AbortSignal): Promise<string> {
     } catch {
       // Not listening yet.
     }
-    await sleep(100);
+    await sleep(everyMs);
   }
   return new URL(url).origin;
 }

@@ -1,10 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { chatBodies } from './chat-body.js';
-import { freePort, runScript } from './child-process.js';
+import { freePort, runScript, startChild } from './child-process.js';
 import { addCleanup } from './cleanup.js';
 import { jsonExchange, runLoad } from './load.js';
 import type { PgliteMemoryProbeResult } from './pglite-memory-probe.js';
@@ -82,7 +80,7 @@ export async function measureStartUp(settings: { runs: number; cachedSessions: n
     const database = await createScratchDatabase(settings.dbUrl);
     const unregister = addCleanup(database.drop);
     try {
-      await (await startService(root, { ...base, DB_URL: database.url }, 0)).stop();
+      await startService(root, { ...base, DB_URL: database.url }, 0);
       cases.push(await existingCase('PostgreSQL server, migrated database', 'pg', root, { ...base, ...cacheEnv, DB_URL: database.url }, settings, GOALS.pg));
     } finally {
       unregister();
@@ -126,58 +124,37 @@ async function existingCase(
   return { name, database, fresh: false, readings, goal, ...(cachedSessions ? { cachedSessions } : {}) };
 }
 
-type MeasuredStart = { reading: StartReading; cachedSessions?: StartCase['cachedSessions']; stop: () => Promise<void> };
+type MeasuredStart = { reading: StartReading; cachedSessions?: StartCase['cachedSessions'] };
 
 /** One start: spawn, poll /health, rest, read the memory, optionally fill the cache, stop. */
 async function startService(root: string, env: Record<string, string>, cachedSessions: number): Promise<MeasuredStart> {
   const port = await freePort();
-  const origin = `http://127.0.0.1:${port}`;
   const started = performance.now();
-  const child = spawn(process.execPath, ['scripts/svc-agent.mjs'], {
+  const service = await startChild({
+    name: 'service',
+    script: 'scripts/svc-agent.mjs',
     cwd: root,
     env: { ...process.env, ...env, APP_HOST: '127.0.0.1', APP_PORT: String(port) },
-    detached: true,
-    stdio: ['ignore', 'ignore', 'pipe'],
+    ready: { probe: `http://127.0.0.1:${port}/health`, everyMs: 5 },
   });
-  let stderr = '';
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const stop = () => stopGroup(child);
-  const unregister = addCleanup(stop);
   try {
-    const readyMs = (await waitHealthy(origin, child, () => stderr)) - started;
+    const readyMs = performance.now() - started;
+    const pid = service.process.pid!;
     await sleep(REST_MS);
-    const status = processStatus(child.pid!);
+    const status = processStatus(pid);
     const reading = { readyMs, rssAtRest: status.rss, rssPeak: status.peak };
-    let filled: StartCase['cachedSessions'];
-    if (cachedSessions > 0) {
-      const fillStarted = performance.now();
-      const headers = { 'content-type': 'application/json' };
-      // No session named: each turn starts a new session, which stays cached (cache_size and idle_ms above).
-      const result = await runLoad({ origin, connections: 16, warmup: 0, durationMs: 0, requests: cachedSessions, exchange: jsonExchange(chatBodies(false), () => headers) });
-      if (result.errors > 0) throw new Error(`filling the cache: ${result.errors} errors, e.g. ${result.errorSamples[0]}`);
-      const fillMs = performance.now() - fillStarted;
-      await sleep(REST_MS);
-      filled = { sessions: result.ok, rssBefore: reading.rssAtRest, rssAfter: processStatus(child.pid!).rss, fillMs };
-    }
-    return { reading, ...(filled ? { cachedSessions: filled } : {}), stop };
+    if (cachedSessions === 0) return { reading };
+    const fillStarted = performance.now();
+    const headers = { 'content-type': 'application/json' };
+    // No session named: each turn starts a new session, which stays cached (cache_size and idle_ms above).
+    const result = await runLoad({ origin: service.url, connections: 16, warmup: 0, durationMs: 0, requests: cachedSessions, exchange: jsonExchange(chatBodies(false), () => headers) });
+    if (result.errors > 0) throw new Error(`filling the cache: ${result.errors} errors, e.g. ${result.errorSamples[0]}`);
+    const fillMs = performance.now() - fillStarted;
+    await sleep(REST_MS);
+    return { reading, cachedSessions: { sessions: result.ok, rssBefore: reading.rssAtRest, rssAfter: processStatus(pid).rss, fillMs } };
   } finally {
-    await stop();
-    unregister();
+    await service.stop();
   }
-}
-
-async function waitHealthy(origin: string, child: ChildProcess, output: () => string): Promise<number> {
-  const deadline = performance.now() + 60_000;
-  while (performance.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`the service exited (code ${child.exitCode}) before it was ready: ${output().slice(-500)}`);
-    const answered = await fetch(`${origin}/health`).then(
-      (response) => response.status === 200,
-      () => false,
-    );
-    if (answered) return performance.now();
-    await sleep(5);
-  }
-  throw new Error(`the service was not ready within 60 s: ${output().slice(-500)}`);
 }
 
 /** VmRSS and VmHWM of a process, in bytes. */
@@ -185,17 +162,6 @@ function processStatus(pid: number): { rss: number; peak: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024;
   return { rss: kb('VmRSS'), peak: kb('VmHWM') };
-}
-
-async function stopGroup(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = once(child, 'exit');
-  try {
-    process.kill(-child.pid!, 'SIGTERM');
-  } catch {
-    return;
-  }
-  await Promise.race([exited, sleep(15_000).then(() => process.kill(-child.pid!, 'SIGKILL'))]);
 }
 
 function probePglite(root: string, dataDir: string, sharedBuffersMb: number, initdbHere: boolean): Promise<PgliteMemoryProbeResult> {
