@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,20 +6,16 @@ import { expect } from 'chai';
 import OpenAI from 'openai';
 import { freePort, startChild, type RunningChild } from '../../scripts/bench/child-process.js';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
+import { runToExit } from '../support/run-to-exit.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** What `npm start` runs: plain node on the compiled service, built first when the sources changed. */
 const COMMAND = 'scripts/svc-agent.mjs';
 
-/** Runs the command to its exit; its output and exit code. */
-function runToExit(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; output: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [COMMAND, ...args], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.once('exit', (code) => resolve({ code, output }));
-  });
+/** Runs the command to its exit; its exit code and all it printed. */
+async function runCommand(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; output: string }> {
+  const { code, stdout, stderr } = await runToExit(process.execPath, [COMMAND, ...args], { cwd: REPO_ROOT, env });
+  return { code, output: stdout + stderr };
 }
 
 describe('the compiled service, as npm start runs it', function () {
@@ -61,7 +56,7 @@ describe('the compiled service, as npm start runs it', function () {
   it('names the TypeScript files and lines in the stack of a failed start (source maps)', async () => {
     const file = join(folder, 'not-a-folder');
     writeFileSync(file, '');
-    const failed = await runToExit([], { ...env, DATA_DIR: file, APP_PORT: String(await freePort()) });
+    const failed = await runCommand([], { ...env, DATA_DIR: file, APP_PORT: String(await freePort()) });
     expect(failed.code, failed.output).to.equal(1);
     expect(failed.output).to.include('start-up failed');
     expect(failed.output).to.match(/at async lockDataDir \(\S+\/storage\/data-dir-lock\.ts:\d+:\d+\)/);
@@ -71,9 +66,9 @@ describe('the compiled service, as npm start runs it', function () {
 
   it('prints its version and exits 78 with one line naming the key on a bad setting', async () => {
     const { version } = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string };
-    const shown = await runToExit(['--version'], env);
+    const shown = await runCommand(['--version'], env);
     expect(shown.output.trim()).to.equal(version);
-    const bad = await runToExit([], { ...env, APP_PORT: 'eleven' });
+    const bad = await runCommand([], { ...env, APP_PORT: 'eleven' });
     expect(bad.code).to.equal(78);
     expect(bad.output.trim().split('\n')).to.have.length(1);
     expect(bad.output).to.match(/app\.port/);

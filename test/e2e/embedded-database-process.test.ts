@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,18 +6,14 @@ import { expect } from 'chai';
 import OpenAI from 'openai';
 import { freePort, startChild, type RunningChild } from '../../scripts/bench/child-process.js';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
+import { runToExit } from '../support/run-to-exit.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
-/** Runs `gateway/main.ts` to its exit; its output and exit code. */
-function runToExit(env: NodeJS.ProcessEnv): Promise<{ code: number | null; output: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/main.ts'], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.once('exit', (code) => resolve({ code, output }));
-  });
+/** Runs `gateway/main.ts` to its exit; its exit code and all it printed. */
+async function runServiceToExit(env: NodeJS.ProcessEnv): Promise<{ code: number | null; output: string }> {
+  const { code, stdout, stderr } = await runToExit(process.execPath, ['--import', 'tsx', 'gateway/main.ts'], { cwd: REPO_ROOT, env });
+  return { code, output: stdout + stderr };
 }
 
 describe('the service on an embedded database folder (npm start)', function () {
@@ -50,7 +45,7 @@ describe('the service on an embedded database folder (npm start)', function () {
   });
 
   it('refuses a second process on the same data folder with a clear message, and the first goes on serving', async () => {
-    const second = await runToExit({ ...env, APP_PORT: String(await freePort()) });
+    const second = await runServiceToExit({ ...env, APP_PORT: String(await freePort()) });
     expect(second.code, second.output).to.equal(1);
     expect(second.output).to.match(new RegExp(`in use by another process \\(pid ${first.process.pid}\\): only one process may open it`));
     expect(second.output).to.include('set DB_URL');

@@ -9,23 +9,9 @@ import { expect } from 'chai';
 import OpenAI from 'openai';
 import { freePort } from '../../scripts/bench/child-process.js';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
+import { runToExit } from '../support/run-to-exit.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
-
-type Run = { code: number | null; stdout: string; stderr: string };
-
-/** Runs a program to its exit; its output and exit code. */
-function run(file: string, args: string[], options: { cwd: string; env: NodeJS.ProcessEnv }): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(file, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.once('error', reject);
-    child.once('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 /** Resolves with the first group of the first output line matching `pattern`; rejects if the process exits first. */
 function waitForLine(child: ChildProcess, pattern: RegExp): Promise<string> {
@@ -66,18 +52,18 @@ describe('svc-agent installed as a command (npm pack, npm install -g)', function
   let llm: FakeLlm;
   let service: ChildProcess | undefined;
 
-  const svcAgent = (args: string[], extra: NodeJS.ProcessEnv = {}) => run(command, args, { cwd: work, env: { ...env, ...extra } });
+  const svcAgent = (args: string[], extra: NodeJS.ProcessEnv = {}) => runToExit(command, args, { cwd: work, env: { ...env, ...extra } });
 
   before(async function () {
     // npm pack runs `prepare` (tsc, when the sources changed); the install fetches the dependencies (from npm's cache when it has them).
     this.timeout(300_000);
     folder = mkdtempSync(join(tmpdir(), 'svc-installed-'));
-    const packed = await run('npm', ['pack', '--pack-destination', folder], { cwd: REPO_ROOT, env: process.env });
+    const packed = await runToExit('npm', ['pack', '--pack-destination', folder], { cwd: REPO_ROOT, env: process.env });
     expect(packed.code, packed.stderr).to.equal(0);
     const [tarball] = readdirSync(folder).filter((name) => /^svc-agent-.*\.tgz$/.test(name));
     expect(tarball, packed.stdout).to.be.a('string');
     const prefix = join(folder, 'prefix');
-    const install = await run('npm', ['install', '-g', '--prefix', prefix, '--prefer-offline', '--no-audit', '--no-fund', join(folder, tarball!)], { cwd: folder, env: process.env });
+    const install = await runToExit('npm', ['install', '-g', '--prefix', prefix, '--prefer-offline', '--no-audit', '--no-fund', join(folder, tarball!)], { cwd: folder, env: process.env });
     expect(install.code, install.stderr).to.equal(0);
     command = join(prefix, 'bin', 'svc-agent');
     installed = join(prefix, 'lib', 'node_modules', 'svc-agent');

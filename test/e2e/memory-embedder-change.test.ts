@@ -1,10 +1,10 @@
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { ConfigError } from '../../config/load-config.js';
 import { ensureBuilt } from '../../scripts/build.mjs';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
 import { startTestService, type TestService } from '../support/service-harness.js';
+import { runToExit, type ProgramRun } from '../support/run-to-exit.js';
 import { serviceStorageTargets } from '../support/service-storage.js';
 
 async function say(harness: TestService, text: string): Promise<void> {
@@ -17,14 +17,9 @@ async function say(harness: TestService, text: string): Promise<void> {
 }
 
 /** `svc-agent memory reembed` (`npm run memory:reembed`) as an operator runs it: its own process, the configuration in the environment. */
-function reembed(env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function reembed(env: NodeJS.ProcessEnv): Promise<ProgramRun> {
   const command = fileURLToPath(new URL('../../scripts/svc-agent.mjs', import.meta.url));
-  const child = spawn(process.execPath, [command, 'memory', 'reembed'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  return new Promise((resolve) => child.once('exit', (code) => resolve({ code, stdout, stderr })));
+  return runToExit(process.execPath, [command, 'memory', 'reembed'], { env: { ...process.env, ...env } });
 }
 
 for (const target of serviceStorageTargets()) {

@@ -1,26 +1,17 @@
-import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { ensureBuilt } from '../../scripts/build.mjs';
+import { runToExit, type ProgramRun } from '../support/run-to-exit.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
-type Run = { code: number | null; stdout: string; stderr: string };
 
 /** Runs `svc-agent graph validate <args>` as `npm run graph:validate -- <args>` does, from the repository root. */
-function runCli(args: string[]): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['scripts/svc-agent.mjs', 'graph', 'validate', ...args], { cwd: REPO_ROOT });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+function runCli(args: string[]): Promise<ProgramRun> {
+  return runToExit(process.execPath, ['scripts/svc-agent.mjs', 'graph', 'validate', ...args], { cwd: REPO_ROOT });
 }
 
 const GOOD_JSON = {
