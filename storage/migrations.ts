@@ -273,6 +273,16 @@ export const coreMigrations: Record<string, Migration> = {
       await db.schema.createIndex('session_calls_session_id_idx').ifNotExists().on('session_calls').columns(['session_id', 'id']).execute();
     },
   },
+  '0014_responses_inline': {
+    async up(db: Kysely<any>) {
+      // A response row is about 2.3 kB (its body and input items as jsonb), just over the
+      // 2 kB at which PostgreSQL compresses a row's values and then moves the largest out of
+      // line: each insert tried to compress the body, failed to save a quarter, and wrote it
+      // to the TOAST table (a second row and index entry). Rows now stay whole in the table up
+      // to a page (8160 bytes); larger ones are still compressed and moved out as before.
+      await sql`alter table responses set (toast_tuple_target = 8160)`.execute(db);
+    },
+  },
 };
 
 /**

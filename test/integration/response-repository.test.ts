@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
+import { sql } from 'kysely';
 import type { NewResponseRecord, ResponseStore, SessionProgress, SessionStore } from '../../runtime/ports.js';
 import { createResponseRepository, createSessionRepository, migrateToLatest } from '../../storage/index.js';
 import { databaseTargets } from '../support/databases.js';
@@ -49,6 +50,21 @@ for (const target of databaseTargets()) {
       await sessions.completeTurn(response.sessionId, [], progressTo('h-retry'), undefined, { ...response, body: { n: 2 } });
       const rows = await database.db.selectFrom('responses').select('body').where('id', '=', response.id).execute();
       expect(rows).to.deep.equal([{ body: { n: 1 } }]);
+    });
+
+    it('keeps a response of a usual size (about 2.3 kB) whole in its row, none of it in the TOAST table', async () => {
+      const { rows } = await sql<{ toast: string }>`select reltoastrelid::regclass::text as toast from pg_class where relname = 'responses'`.execute(database.db);
+      const toastRows = async () => Number((await sql<{ n: string }>`select count(*) as n from ${sql.raw(rows[0]!.toast)}`.execute(database.db)).rows[0]!.n);
+      const before = await toastRows();
+      // Text that does not compress, as a real reply's JSON does not by the quarter PostgreSQL asks.
+      const text = Array.from({ length: 38 }, () => randomUUID()).join(' ');
+      const body = { object: 'response', instructions: randomUUID().repeat(5), output: [{ type: 'message', content: [{ type: 'output_text', text }] }] };
+      const input = [{ id: 'msg_1', type: 'message', role: 'user', content: [{ type: 'input_text', text: text.slice(6, 440) }] }];
+      const response = await storeWithTurn({ historyHash: 'h-inline', body, input });
+      const { rows: sizes } = await sql<{ size: number }>`select pg_column_size(responses.*) as size from responses where id = ${response.id}`.execute(database.db);
+      expect(sizes[0]!.size).to.be.above(2100);
+      expect(await toastRows()).to.equal(before);
+      expect((await responses.get(response.id))!.body).to.deep.equal(body);
     });
 
     it('stores a lone surrogate of a reply as U+FFFD instead of failing the write', async () => {

@@ -19,6 +19,7 @@ const CORE_NAMES = [
   '0011_background_responses',
   '0012_session_usage',
   '0013_session_calls',
+  '0014_responses_inline',
 ];
 const CORE = CORE_NAMES.map((name) => `core/${name}`);
 const MEMORY = ['memory/0001_memories', 'memory/0002_memory_embedder'];
