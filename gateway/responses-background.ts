@@ -74,7 +74,7 @@ export async function startBackgroundResponse(deps: BackgroundResponseDeps, back
     sessionId,
     previousResponseId: continuation?.previousResponseId ?? null,
     historyHash: continuation?.continuesAt ?? '',
-    body: queued,
+    bodyJson: JSON.stringify(queued),
     input: inputItemRecords(request, newItemId),
   };
   try {

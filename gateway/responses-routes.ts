@@ -128,7 +128,7 @@ function turnRequestOf(deps: ResponsesRouterDeps, request: ResponsesRequest, use
 async function answerTurn({ deps, request, userId, frame, continuation, res, signal }: ResponseTurn): Promise<void> {
   const turn = turnRequestOf(deps, request, userId, continuation, res.locals.requestId as string | undefined);
   // Stored with the turn's end, before the client has it, so that it can be continued as soon as it arrives.
-  const recordOf: RecordOf = (body, outcome) =>
+  const recordOf: RecordOf = (bodyJson, outcome) =>
     frame.store
       ? {
           id: frame.id,
@@ -136,7 +136,7 @@ async function answerTurn({ deps, request, userId, frame, continuation, res, sig
           sessionId: outcome.sessionId,
           previousResponseId: continuation?.previousResponseId ?? null,
           historyHash: outcome.historyHash,
-          body,
+          bodyJson,
           input: inputItemRecords(request, newItemId),
         }
       : undefined;
@@ -144,15 +144,16 @@ async function answerTurn({ deps, request, userId, frame, continuation, res, sig
     await streamResponse(deps.supervisor, turn, frame, res, signal, recordOf);
     return;
   }
-  let body: ResponseObject | undefined;
-  const responseRecord = (ended: TurnOutcome) => recordOf((body = finishedResponse(frame, ended)), ended);
+  // The response is serialised once, for the client and for its stored record.
+  let answer: string | undefined;
+  const responseRecord = (ended: TurnOutcome) => recordOf((answer = JSON.stringify(finishedResponse(frame, ended))), ended);
   const outcome = await deps.supervisor.runTurn({ ...turn, responseRecord }, { signal, onSessionReady: (sessionId) => res.set('X-Session-ID', sessionId) });
   if (signal.aborted) return;
-  res.json(body ?? finishedResponse(frame, outcome));
+  res.type('json').send(answer ?? JSON.stringify(finishedResponse(frame, outcome)));
 }
 
-/** The stored record of a turn's response (undefined with `store: false`). */
-type RecordOf = (body: ResponseObject, outcome: TurnOutcome) => NewResponseRecord | undefined;
+/** The stored record of a turn's response, its body serialised as `bodyJson` (undefined with `store: false`). */
+type RecordOf = (bodyJson: string, outcome: TurnOutcome) => NewResponseRecord | undefined;
 
 /** One streamed response: its events as the turn produces them. */
 async function streamResponse(supervisor: Supervisor, turn: TurnRequest, frame: ResponseFrame, res: Response, signal: AbortSignal, recordOf: RecordOf): Promise<void> {
@@ -172,7 +173,7 @@ async function streamResponse(supervisor: Supervisor, turn: TurnRequest, frame: 
     return (body ??= events.close(outcome));
   };
   try {
-    const outcome = await supervisor.runTurn({ ...turn, responseRecord: (ended) => recordOf(close(ended), ended) }, handlers);
+    const outcome = await supervisor.runTurn({ ...turn, responseRecord: (ended) => recordOf(JSON.stringify(close(ended)), ended) }, handlers);
     if (signal.aborted) return;
     events.end(close(outcome));
   } catch (error) {

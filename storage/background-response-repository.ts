@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { BackgroundResponseStore, StoredResponseEvent } from '../runtime/ports.js';
 import type { DatabaseSchema } from './database-schema.js';
-import { toJsonText } from './json-text.js';
+import { storableJsonText, toJsonText } from './json-text.js';
 
 /** Events as the column arrays `unnest` makes rows of again: (sequence, type, data). */
 function eventRows(events: StoredResponseEvent[]) {
@@ -31,7 +31,7 @@ export function createBackgroundResponseRepository(db: Kysely<DatabaseSchema>): 
       await sql`with response as (
           insert into responses (id, user_id, session_id, previous_response_id, history_hash, body, input)
           values (${record.id}, ${record.userId}, ${record.sessionId}, ${record.previousResponseId}, ${record.historyHash},
-            ${toJsonText(record.body)}::jsonb, ${toJsonText(record.input)}::jsonb)
+            ${storableJsonText(record.bodyJson)}::jsonb, ${toJsonText(record.input)}::jsonb)
           returning id
         ), appended as (
           insert into response_events (response_id, sequence, type, data)

@@ -13,5 +13,14 @@ const LONE_SURROGATE = /\p{Cs}/gu;
 export function toJsonText(value: unknown): string {
   const text = JSON.stringify(value);
   if (!ESCAPED_SURROGATE.test(text)) return text;
+  return withoutLoneSurrogates(value);
+}
+
+/** As `toJsonText`, for a value already serialised as `text` (by JSON.stringify): most often `text` itself. */
+export function storableJsonText(text: string): string {
+  return ESCAPED_SURROGATE.test(text) ? withoutLoneSurrogates(JSON.parse(text)) : text;
+}
+
+function withoutLoneSurrogates(value: unknown): string {
   return JSON.stringify(value, (_key, item: unknown) => (typeof item === 'string' ? item.replace(LONE_SURROGATE, '\uFFFD') : item));
 }

@@ -4,7 +4,7 @@ import type { LeaseFence, NewConversationRecord, NewResponseRecord, NewSession, 
 import { insertRecordColumns, recordColumns } from './conversation-repository.js';
 import { GroupCommit } from './group-commit.js';
 import { hotStatement } from './prepared-statements.js';
-import { toJsonText } from './json-text.js';
+import { storableJsonText, toJsonText } from './json-text.js';
 import type { DatabaseSchema, SessionsTable, SessionTransitionsTable } from './database-schema.js';
 import { rowLimit } from './row-limit.js';
 
@@ -88,22 +88,22 @@ function turnEndParameters(ends: TurnEnd[]): unknown[] {
     ends.map((end) => end.fence?.generation ?? null),
     JSON.stringify(log),
     ...recordColumns(ends.flatMap((end) => end.records)),
-    toJsonText(ends.flatMap(({ response }) => (response ? [responseRow(response)] : []))),
+    `[${ends.flatMap(({ response }) => (response ? [responseRow(response)] : [])).join(',')}]`,
     ends.map((end) => (end.progress.usage ? toJsonText(end.progress.usage) : null)),
   ];
 }
 
-/** A response as a row of the `responses` table, for `jsonb_to_recordset`. */
-function responseRow(response: NewResponseRecord) {
-  return {
+/** A response as a row of the `responses` table, for `jsonb_to_recordset`: JSON text, its body's as it was given. */
+function responseRow(response: NewResponseRecord): string {
+  const columns = toJsonText({
     id: response.id,
     user_id: response.userId,
     session_id: response.sessionId,
     previous_response_id: response.previousResponseId,
     history_hash: response.historyHash,
-    body: response.body,
     input: response.input,
-  };
+  });
+  return `${columns.slice(0, -1)},"body":${storableJsonText(response.bodyJson)}}`;
 }
 
 /** The sessions table behind the runtime's SessionStore port. */

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import type { BackgroundResponseStore, ResponseStore } from '../../runtime/ports.js';
 import { createBackgroundResponseRepository, createResponseRepository, migrateToLatest } from '../../storage/index.js';
-import { queuedResponse } from '../support/background-responses.js';
+import { QUEUED_BODY, queuedResponse } from '../support/background-responses.js';
 import { databaseTargets } from '../support/databases.js';
 import type { TestDatabase } from '../support/databases.js';
 
@@ -39,7 +39,7 @@ for (const target of databaseTargets()) {
       const record = queuedResponse();
       const runner = `runner-${randomUUID()}`;
       await background.start(record, [event(0, 'response.created'), event(1, 'response.queued')], runner, 60_000);
-      expect((await responses.get(record.id))!.body).to.deep.equal(record.body);
+      expect((await responses.get(record.id))!.body).to.deep.equal(QUEUED_BODY);
       expect((await background.eventsAfter(record.id, -1, 10)).map((stored) => stored.type)).to.deep.equal(['response.created', 'response.queued']);
       expect(await runsOf(runner)).to.deep.equal(new Map([[record.id, false]]));
       expect(await runsOf(`runner-${randomUUID()}`)).to.deep.equal(new Map());

@@ -6,6 +6,14 @@ import { createResponseRepository, createSessionRepository, migrateToLatest } fr
 import { databaseTargets } from '../support/databases.js';
 import type { TestDatabase } from '../support/databases.js';
 
+/** A response as the tests write it: its body an object. */
+type TestResponse = Omit<NewResponseRecord, 'bodyJson'> & { body: Record<string, unknown> };
+
+/** The record of a test response, its body serialised as the turn path serialises it. */
+function recordOf({ body, ...fields }: TestResponse): NewResponseRecord {
+  return { ...fields, bodyJson: JSON.stringify(body) };
+}
+
 /** A turn's progress ending at `historyHash`. */
 function progressTo(historyHash: string): SessionProgress {
   return { snapshot: { value: 'idle' }, currentState: 'idle', transitions: 1, historyHash };
@@ -28,11 +36,11 @@ for (const target of databaseTargets()) {
     });
 
     /** Stores `response` with a turn's end in a new session of alice, as the turn path does. */
-    async function storeWithTurn(fields: Partial<NewResponseRecord> & { historyHash: string }): Promise<NewResponseRecord> {
+    async function storeWithTurn(fields: Partial<TestResponse> & { historyHash: string }): Promise<TestResponse> {
       const sessionId = fields.sessionId ?? `s-${randomUUID()}`;
       await sessions.claim(sessionId, 'alice');
-      const response: NewResponseRecord = { id: `resp_${randomUUID().replaceAll('-', '')}`, userId: 'alice', sessionId, previousResponseId: null, body: {}, input: [], ...fields };
-      await sessions.completeTurn(sessionId, [{ userId: 'alice', sessionId, role: 'user', message: 'hi' }], progressTo(fields.historyHash), undefined, response);
+      const response: TestResponse = { id: `resp_${randomUUID().replaceAll('-', '')}`, userId: 'alice', sessionId, previousResponseId: null, body: {}, input: [], ...fields };
+      await sessions.completeTurn(sessionId, [{ userId: 'alice', sessionId, role: 'user', message: 'hi' }], progressTo(fields.historyHash), undefined, recordOf(response));
       return response;
     }
 
@@ -47,7 +55,7 @@ for (const target of databaseTargets()) {
 
     it('stores a response once when the end of its turn is written again (a retry after a lost acknowledgement)', async () => {
       const response = await storeWithTurn({ historyHash: 'h-retry', body: { n: 1 } });
-      await sessions.completeTurn(response.sessionId, [], progressTo('h-retry'), undefined, { ...response, body: { n: 2 } });
+      await sessions.completeTurn(response.sessionId, [], progressTo('h-retry'), undefined, recordOf({ ...response, body: { n: 2 } }));
       const rows = await database.db.selectFrom('responses').select('body').where('id', '=', response.id).execute();
       expect(rows).to.deep.equal([{ body: { n: 1 } }]);
     });

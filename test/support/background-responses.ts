@@ -1,6 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { NewResponseRecord } from '../../runtime/ports.js';
 
+/** The body of `queuedResponse`. */
+export const QUEUED_BODY = { object: 'response', status: 'queued', background: true, output: [] };
+
 /** A background response of alice as it is stored when it starts: `queued`, in a session of its own. */
 export function queuedResponse(): NewResponseRecord {
   return {
@@ -9,7 +12,7 @@ export function queuedResponse(): NewResponseRecord {
     sessionId: `s-${randomUUID()}`,
     previousResponseId: null,
     historyHash: '',
-    body: { object: 'response', status: 'queued', background: true, output: [] },
+    bodyJson: JSON.stringify(QUEUED_BODY),
     input: [{ id: 'msg_1', type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi' }] }],
   };
 }
