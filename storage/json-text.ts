@@ -12,13 +12,21 @@ const LONE_SURROGATE = /\p{Cs}/gu;
  */
 export function toJsonText(value: unknown): string {
   const text = JSON.stringify(value);
-  if (!ESCAPED_SURROGATE.test(text)) return text;
-  return withoutLoneSurrogates(value);
+  return holdsLoneSurrogate(text) ? withoutLoneSurrogates(value) : text;
 }
 
 /** As `toJsonText`, for a value already serialised as `text` (by JSON.stringify): most often `text` itself. */
 export function storableJsonText(text: string): string {
-  return ESCAPED_SURROGATE.test(text) ? withoutLoneSurrogates(JSON.parse(text)) : text;
+  return holdsLoneSurrogate(text) ? withoutLoneSurrogates(JSON.parse(text)) : text;
+}
+
+/**
+ * Whether JSON text (JSON.stringify's, whose escapes are lower case) holds an escaped lone
+ * surrogate. Most text has no `\ud` at all, which `includes` tells some ten times faster
+ * than the expression.
+ */
+function holdsLoneSurrogate(text: string): boolean {
+  return text.includes('\\ud') && ESCAPED_SURROGATE.test(text);
 }
 
 function withoutLoneSurrogates(value: unknown): string {
