@@ -9,7 +9,7 @@ import { expect } from 'chai';
 import OpenAI from 'openai';
 import { freePort } from '../../scripts/bench/child-process.js';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
-import { runToExit } from '../support/run-to-exit.js';
+import { killToExit, runToExit } from '../support/run-to-exit.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -73,10 +73,7 @@ describe('svc-agent installed as a command (npm pack, npm install -g)', function
     llm = await startFakeLlm();
   });
   after(async () => {
-    if (service && service.exitCode === null && service.signalCode === null) {
-      service.kill('SIGKILL');
-      await once(service, 'exit');
-    }
+    if (service) await killToExit(service);
     await llm?.close();
     if (folder) rmSync(folder, { recursive: true, force: true });
   });

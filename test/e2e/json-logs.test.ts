@@ -9,6 +9,7 @@ import { expect } from 'chai';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
 import { EVERYTHING_STDIO_YAML, freePort, mcpDeploymentFile } from '../support/mcp-fixtures.js';
 import { readText, sseData } from '../support/service-harness.js';
+import { killToExit } from '../support/run-to-exit.js';
 import { waitFor } from '../support/wait-for.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -100,10 +101,7 @@ describe('logs that join up (LOG_FORMAT=json, the service as a process)', functi
   });
 
   after(async () => {
-    if (child && child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGKILL');
-      await once(child, 'exit');
-    }
+    if (child) await killToExit(child);
     await llm?.close();
     if (folder) rmSync(folder, { recursive: true, force: true });
   });

@@ -5,6 +5,7 @@ import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
 import { freePort } from '../support/mcp-fixtures.js';
 import { createServerSchema, type ServerSchema } from '../support/server-schema.js';
 import { clusterWorkersOf } from '../support/cluster-workers.js';
+import { killToExit } from '../support/run-to-exit.js';
 import { isProcessAlive, waitFor } from '../support/wait-for.js';
 
 function exitOf(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
@@ -61,10 +62,7 @@ describe('several workers (app.workers)', function () {
       client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'placeholder', maxRetries: 0 });
     });
     after(async () => {
-      if (primary && primary.exitCode === null) {
-        primary.kill('SIGKILL');
-        await exitOf(primary);
-      }
+      if (primary) await killToExit(primary);
       await schema?.drop();
       await llm?.close();
     });

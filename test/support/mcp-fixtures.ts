@@ -1,5 +1,4 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -9,6 +8,7 @@ import { createMcpRegistry, type McpRegistry, type McpRegistryOptions } from '..
 import type { AccessTokenSource } from '../../runtime/ports.js';
 import type { ToolCallResult } from '../../runtime/tools/tool-runner.js';
 import { freePort } from '../../scripts/bench/child-process.js';
+import { killToExit } from './run-to-exit.js';
 import { waitFor } from './wait-for.js';
 
 /** The entry script of `@modelcontextprotocol/server-everything`. */
@@ -92,12 +92,7 @@ export async function startEverythingHttp(port?: number): Promise<EverythingHttp
     url: `http://127.0.0.1:${port}/mcp`,
     port,
     child,
-    stop: async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = once(child, 'exit');
-      child.kill('SIGKILL');
-      await exited;
-    },
+    stop: () => killToExit(child),
   };
 }
 

@@ -1,4 +1,5 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 
 /** How a program run to its end ended: its exit code and what it printed. */
 export type ProgramRun = { code: number | null; stdout: string; stderr: string };
@@ -14,4 +15,12 @@ export function runToExit(file: string, args: string[], options: { cwd?: string;
     child.once('error', reject);
     child.once('close', (code) => resolve({ code, stdout, stderr }));
   });
+}
+
+/** Kills a child that is still running (SIGKILL) and waits until it has exited; a child that already exited is left as it is. */
+export async function killToExit(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = once(child, 'exit');
+  child.kill('SIGKILL');
+  await exited;
 }
