@@ -6,6 +6,7 @@ import { actingUser } from './api-keys.js';
 import { checkIdentifier, parseChatRequest, type ChatRequest } from './chat-request.js';
 import { ChunkFormatter, completionBody, newCompletionId, unixNow } from './completion-format.js';
 import { errorBody, toServiceError } from './error-handler.js';
+import { sendJsonText } from './json-answer.js';
 import { SseWriter } from './sse-writer.js';
 import type { UsageLimiter } from './usage-limits.js';
 
@@ -80,7 +81,7 @@ async function completeTurn(supervisor: Supervisor, turn: TurnRequest, request: 
     onSessionReady: (sessionId) => res.set('X-Session-ID', sessionId),
   });
   if (signal.aborted) return;
-  res.json(completionBody(id, request.model, created, outcome));
+  sendJsonText(res, JSON.stringify(completionBody(id, request.model, created, outcome)));
 }
 
 async function streamTurn(supervisor: Supervisor, turn: TurnRequest, request: ChatRequest, res: Response, signal: AbortSignal) {

@@ -9,6 +9,7 @@ import { admitTurn, streamingHandlers, type ChatRouteDeps } from './chat-route.j
 import { finishedResponse, isFinalStatus, newItemId, type ResponseFrame, type ResponseObject } from './responses-format.js';
 import { ResponseEventStream } from './responses-stream.js';
 import { SseWriter } from './sse-writer.js';
+import { sendJsonText } from './json-answer.js';
 import { toServiceError } from './error-handler.js';
 import { continuationFor, ownResponse, type Continuation } from './responses-history.js';
 import { approvalAnswersOf, clientToolsOf, inputItemRecords, inputMessages, parseResponsesRequest, type ResponsesRequest } from './responses-request.js';
@@ -149,7 +150,7 @@ async function answerTurn({ deps, request, userId, frame, continuation, res, sig
   const responseRecord = (ended: TurnOutcome) => recordOf((answer = JSON.stringify(finishedResponse(frame, ended))), ended);
   const outcome = await deps.supervisor.runTurn({ ...turn, responseRecord }, { signal, onSessionReady: (sessionId) => res.set('X-Session-ID', sessionId) });
   if (signal.aborted) return;
-  res.type('json').send(answer ?? JSON.stringify(finishedResponse(frame, outcome)));
+  sendJsonText(res, answer ?? JSON.stringify(finishedResponse(frame, outcome)));
 }
 
 /** The stored record of a turn's response, its body serialised as `bodyJson` (undefined with `store: false`). */

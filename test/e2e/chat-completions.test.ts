@@ -39,6 +39,15 @@ describe('POST /v1/chat/completions', () => {
       expect(completion.usage?.total_tokens).to.be.a('number').greaterThan(0);
     });
 
+    it('sends the answer as UTF-8 JSON whose Content-Length counts bytes, not characters', async () => {
+      const response = await postChat(harness, { messages: [{ role: 'user', content: 'Grüße aus 東京 😀' }] });
+      expect(response.headers.get('content-type')).to.equal('application/json; charset=utf-8');
+      const bytes = Buffer.from(await response.arrayBuffer());
+      expect(Number(response.headers.get('content-length'))).to.equal(bytes.length);
+      const body = JSON.parse(bytes.toString('utf8')) as { choices: Array<{ message: { content: string } }> };
+      expect(body.choices[0]!.message.content).to.equal('Echo: Grüße aus 東京 😀');
+    });
+
     it('defaults the model to svc-agent when the request names none', async () => {
       const response = await postChat(harness, { messages: [{ role: 'user', content: 'hi' }] });
       expect(response.status).to.equal(200);

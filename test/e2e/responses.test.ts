@@ -37,6 +37,16 @@ for (const target of serviceStorageTargets()) {
       ]);
     });
 
+    it('sends the response as UTF-8 JSON whose Content-Length counts bytes, not characters', async () => {
+      const response = await fetch(`${harness.baseURL}/responses`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ input: 'Grüße aus 東京 😀' }) });
+      expect(response.headers.get('content-type')).to.equal('application/json; charset=utf-8');
+      const bytes = Buffer.from(await response.arrayBuffer());
+      expect(Number(response.headers.get('content-length'))).to.equal(bytes.length);
+      const body = JSON.parse(bytes.toString('utf8')) as { status: string; output: Array<{ content: Array<{ text: string }> }> };
+      expect(body.status).to.equal('completed');
+      expect(body.output[0]!.content[0]!.text).to.equal('Echo: Grüße aus 東京 😀');
+    });
+
     it('continues the session of the newest response with previous_response_id, sending the earlier turns as context', async () => {
       const first = await client.responses.create({ model: 'svc-agent', input: 'My name is Ada.' });
       const second = await client.responses.create({ model: 'svc-agent', input: 'What is my name?', previous_response_id: first.id });
