@@ -76,7 +76,9 @@ async function main(): Promise<void> {
   if (options.targets.includes('pg')) await benchOnPostgres(run, llm.url);
   for (const workers of options.scenarios.includes('workers') ? options.workers : []) await benchOnPostgres(run, llm.url, workers);
   const sessionMemory = options.scenarios.includes('session-memory') ? await measureSessionMemory(options, llm.url, ROOT) : undefined;
-  const startUp = options.scenarios.includes('start-up') ? await measureCompiledStartUp(options, llm.url, tmp) : undefined;
+  const startUp = options.scenarios.includes('start-up')
+    ? await measureStartUp({ runs: options.starts, cachedSessions: options.cachedSessions, dbUrl: options.dbUrl }, llm.url, ROOT, tmp)
+    : undefined;
   await llm.stop();
   const recall = options.scenarios.includes('recall') ? await measureRecall(options, ROOT) : undefined;
 
@@ -96,11 +98,6 @@ async function main(): Promise<void> {
   console.log(renderText(report));
   const files = await writeReport(report, join(ROOT, 'bench-results'), stamp);
   console.log(`\nWritten: ${files.join(', ')}`);
-}
-
-/** The start-up scenario, on the code `npm start` runs (compiled before the run started). */
-async function measureCompiledStartUp(options: BenchOptions, llmUrl: string, tmp: string) {
-  return measureStartUp({ runs: options.starts, cachedSessions: options.cachedSessions, dbUrl: options.dbUrl }, llmUrl, ROOT, tmp);
 }
 
 function settingsOf({ help: _help, ...settings }: BenchOptions): BenchReport['options'] {

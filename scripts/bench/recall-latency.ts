@@ -21,7 +21,7 @@ export async function measureRecall(settings: { memories: number; queries: numbe
   const probe = (dbUrl: string) =>
     runScript<RecallProbeResult>({
       name: 'recall probe',
-      script: 'scripts/bench/recall-probe.ts',
+      script: 'dist/scripts/bench/recall-probe.js',
       args: ['--memories', String(settings.memories), '--queries', String(settings.queries), '--db-url', dbUrl],
       cwd: root,
     });

@@ -31,7 +31,7 @@ export async function measureSessionMemory(settings: { sessions: number; cacheBo
     runs.push(
       await runScript<SessionMemoryProbeResult>({
         name: 'session-memory probe',
-        script: 'scripts/bench/session-memory-probe.ts',
+        script: 'dist/scripts/bench/session-memory-probe.js',
         nodeArgs: ['--expose-gc'],
         args: [
           ['--llm', `${llmUrl}/v1`],
