@@ -5,8 +5,11 @@ import type { ApprovalRequest } from '../runtime/tools/tool-approvals.js';
 import type { ToolCallResult } from '../runtime/tools/tool-runner.js';
 import { conversationIdOf, type ResponsesRequest } from './responses-request.js';
 
-/** Random bytes of an id (48 hexadecimal characters). */
-const ID_BYTES = 24;
+/** Hexadecimal characters of an id's time: milliseconds since 1970 (enough until the year 10889). */
+const TIME_DIGITS = 12;
+
+/** Random bytes of an id, after its time (36 hexadecimal characters). */
+const ID_BYTES = 18;
 
 /** Random bytes drawn ahead for this many ids at a time, as Node does for `randomUUID`. */
 const IDS_A_DRAW = 128;
@@ -15,8 +18,12 @@ let entropy = Buffer.alloc(0);
 let entropyUsed = 0;
 
 /**
- * An id of the Responses API: its prefix (`resp`, `msg`, `fc`) and 48 random hexadecimal
- * characters, cut from random bytes drawn for many ids at once (one system call per 128 ids).
+ * An id of the Responses API: its prefix (`resp`, `msg`, `fc`) and 48 hexadecimal characters,
+ * the time it was made (milliseconds, 12 characters) then 36 random ones, cut from random
+ * bytes drawn for many ids at once (one system call per 128 ids). An id made later sorts
+ * after, as OpenAI's ids also begin with their time: a new response's key goes to the end of
+ * the responses' primary key index, where random keys went to a page of the index anywhere,
+ * which the database had to read back from disk once the index outgrew its memory.
  */
 export function newItemId(prefix: string): string {
   if (entropyUsed === entropy.length) {
@@ -25,7 +32,7 @@ export function newItemId(prefix: string): string {
   }
   const random = entropy.toString('hex', entropyUsed, entropyUsed + ID_BYTES);
   entropyUsed += ID_BYTES;
-  return `${prefix}_${random}`;
+  return `${prefix}_${Date.now().toString(16).padStart(TIME_DIGITS, '0')}${random}`;
 }
 
 /**
