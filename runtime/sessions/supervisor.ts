@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { fromPromise, type InspectionEvent } from 'xstate';
 import { createSessionMachine, type AgentReply, type CallLlmInput, type RunToolsInput, type SessionMachine, type ToolResult } from '../../machines/index.js';
 import type { StateGraph } from '../../machines/index.js';
@@ -14,6 +13,7 @@ import { NO_TOOLS, type ToolRunner } from '../tools/tool-runner.js';
 import { ActorCache, type CachedResponseEnd } from './actor-cache.js';
 import { historyHashOf, splitConversation } from './conversation-history.js';
 import type { DurableWriter } from './durable-writer.js';
+import { newSessionId } from './session-ids.js';
 import type { SessionLeases } from './session-leases.js';
 import { createSessionRegistry, type SessionRegistry } from './session-registry.js';
 import { findSessionId, planTurn, type PlanSources } from './turn-plan.js';
@@ -99,7 +99,7 @@ export class Supervisor {
       store: this.store,
       shortTermTurns: settings.shortTermTurns,
       approvalWords: settings.approvalWords,
-      newSessionId: deps.newSessionId ?? (() => randomUUID()),
+      newSessionId: deps.newSessionId ?? newSessionId,
     };
   }
 
