@@ -1,12 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import type { ToolCall, Usage } from '../runtime/chat-types.js';
+import { timeDigits } from '../runtime/sessions/session-ids.js';
 import type { TurnOutcome, TurnStep } from '../runtime/sessions/supervisor.js';
 import type { ApprovalRequest } from '../runtime/tools/tool-approvals.js';
 import type { ToolCallResult } from '../runtime/tools/tool-runner.js';
 import { conversationIdOf, type ResponsesRequest } from './responses-request.js';
-
-/** Hexadecimal characters of an id's time: milliseconds since 1970 (enough until the year 10889). */
-const TIME_DIGITS = 12;
 
 /** Random bytes of an id, after its time (36 hexadecimal characters). */
 const ID_BYTES = 18;
@@ -32,7 +30,7 @@ export function newItemId(prefix: string): string {
   }
   const random = entropy.toString('hex', entropyUsed, entropyUsed + ID_BYTES);
   entropyUsed += ID_BYTES;
-  return `${prefix}_${Date.now().toString(16).padStart(TIME_DIGITS, '0')}${random}`;
+  return `${prefix}_${timeDigits()}${random}`;
 }
 
 /**

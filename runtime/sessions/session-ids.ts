@@ -8,8 +8,16 @@ import { randomUUID } from 'node:crypto';
  * which the database reads back from disk once an index has outgrown its memory.
  */
 export function newSessionId(): string {
-  const time = Date.now().toString(16).padStart(12, '0');
+  const time = timeDigits();
   // A version 4 UUID is xxxxxxxx-xxxx-4xxx-Nxxx-xxxxxxxxxxxx: its time goes over the first 48
   // bits, its version digit becomes 7, and its variant and random bits stay.
   return `${time.slice(0, 8)}-${time.slice(8)}-7${randomUUID().slice(15)}`;
+}
+
+/**
+ * The time part that begins a time-ordered id: milliseconds since 1970 in 12 hexadecimal
+ * digits (enough until the year 10889), so ids made later sort after.
+ */
+export function timeDigits(): string {
+  return Date.now().toString(16).padStart(12, '0');
 }
