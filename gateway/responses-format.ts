@@ -21,7 +21,7 @@ let entropyUsed = 0;
  * bytes drawn for many ids at once (one system call per 128 ids). An id made later sorts
  * after, as OpenAI's ids also begin with their time: a new response's key goes to the end of
  * the responses' primary key index, where random keys went to a page of the index anywhere,
- * which the database had to read back from disk once the index outgrew its memory.
+ * which the database had to read back into its buffers once the index outgrew them.
  */
 export function newItemId(prefix: string): string {
   if (entropyUsed === entropy.length) {

@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
  * bits, cut from `randomUUID`'s pooled random bytes. Sessions made later sort after, so a new
  * session's rows go to the end of the indexes that begin with the session's id (its row, its
  * conversation records, its transitions, its responses) instead of a random page of each,
- * which the database reads back from disk once an index has outgrown its memory.
+ * which the database reads back into its buffers once an index has outgrown them.
  */
 export function newSessionId(): string {
   const time = timeDigits();
