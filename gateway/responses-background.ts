@@ -74,7 +74,7 @@ export async function startBackgroundResponse(deps: BackgroundResponseDeps, back
     sessionId,
     previousResponseId: continuation?.previousResponseId ?? null,
     historyHash: continuation?.continuesAt ?? '',
-    bodyJson: JSON.stringify(queued),
+    body: queued,
     input: inputItemRecords(request, newItemId),
   };
   try {

@@ -129,7 +129,7 @@ function turnRequestOf(deps: ResponsesRouterDeps, request: ResponsesRequest, use
 async function answerTurn({ deps, request, userId, frame, continuation, res, signal }: ResponseTurn): Promise<void> {
   const turn = turnRequestOf(deps, request, userId, continuation, res.locals.requestId as string | undefined);
   // Stored with the turn's end, before the client has it, so that it can be continued as soon as it arrives.
-  const recordOf: RecordOf = (bodyJson, outcome) =>
+  const recordOf: RecordOf = (body, outcome) =>
     frame.store
       ? {
           id: frame.id,
@@ -137,7 +137,7 @@ async function answerTurn({ deps, request, userId, frame, continuation, res, sig
           sessionId: outcome.sessionId,
           previousResponseId: continuation?.previousResponseId ?? null,
           historyHash: outcome.historyHash,
-          bodyJson,
+          body,
           input: inputItemRecords(request, newItemId),
         }
       : undefined;
@@ -145,16 +145,16 @@ async function answerTurn({ deps, request, userId, frame, continuation, res, sig
     await streamResponse(deps.supervisor, turn, frame, res, signal, recordOf);
     return;
   }
-  // The response is serialised once, for the client and for its stored record.
-  let answer: string | undefined;
-  const responseRecord = (ended: TurnOutcome) => recordOf((answer = JSON.stringify(finishedResponse(frame, ended))), ended);
+  // The response is made once, for the client and for its stored record.
+  let answer: ResponseObject | undefined;
+  const responseRecord = (ended: TurnOutcome) => recordOf((answer = finishedResponse(frame, ended)), ended);
   const outcome = await deps.supervisor.runTurn({ ...turn, responseRecord }, { signal, onSessionReady: (sessionId) => res.set('X-Session-ID', sessionId) });
   if (signal.aborted) return;
-  sendJsonText(res, answer ?? JSON.stringify(finishedResponse(frame, outcome)));
+  sendJsonText(res, JSON.stringify(answer ?? finishedResponse(frame, outcome)));
 }
 
-/** The stored record of a turn's response, its body serialised as `bodyJson` (undefined with `store: false`). */
-type RecordOf = (bodyJson: string, outcome: TurnOutcome) => NewResponseRecord | undefined;
+/** The stored record of a turn's response (undefined with `store: false`). */
+type RecordOf = (body: ResponseObject, outcome: TurnOutcome) => NewResponseRecord | undefined;
 
 /** One streamed response: its events as the turn produces them. */
 async function streamResponse(supervisor: Supervisor, turn: TurnRequest, frame: ResponseFrame, res: Response, signal: AbortSignal, recordOf: RecordOf): Promise<void> {
@@ -174,7 +174,7 @@ async function streamResponse(supervisor: Supervisor, turn: TurnRequest, frame: 
     return (body ??= events.close(outcome));
   };
   try {
-    const outcome = await supervisor.runTurn({ ...turn, responseRecord: (ended) => recordOf(JSON.stringify(close(ended)), ended) }, handlers);
+    const outcome = await supervisor.runTurn({ ...turn, responseRecord: (ended) => recordOf(close(ended), ended) }, handlers);
     if (signal.aborted) return;
     events.end(close(outcome));
   } catch (error) {

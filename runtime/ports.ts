@@ -58,11 +58,8 @@ export type ResponseRecord = {
 /** Where a stored response ended, and where its session is now (`sessionLive` false: its session is deleted or gone). */
 export type ResponseEnd = Pick<ResponseRecord, 'id' | 'userId' | 'sessionId' | 'historyHash'> & { status: string | null; sessionLive: boolean; sessionHistoryHash: string | null };
 
-/**
- * A response before it is stored, its body given as the JSON text the client is sent: a body
- * is serialised once, for the client and for storage alike.
- */
-export type NewResponseRecord = Omit<ResponseRecord, 'createdAt' | 'body'> & { bodyJson: string };
+/** A response before it is stored (its body is stored without its defaults: see storage/stored-response-body.ts). */
+export type NewResponseRecord = Omit<ResponseRecord, 'createdAt'>;
 
 /** Stored responses of the Responses API (stored with their turn's end: see `SessionStore.completeTurn`). */
 export interface ResponseStore {

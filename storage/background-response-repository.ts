@@ -1,7 +1,8 @@
 import { sql, type Kysely } from 'kysely';
 import type { BackgroundResponseStore, StoredResponseEvent } from '../runtime/ports.js';
 import type { DatabaseSchema } from './database-schema.js';
-import { storableJsonText, toJsonText } from './json-text.js';
+import { toJsonText } from './json-text.js';
+import { RESPONSE_BODY_DEFAULTS_JSON, storedResponseBody } from './stored-response-body.js';
 
 /** Events as the column arrays `unnest` makes rows of again: (sequence, type, data). */
 function eventRows(events: StoredResponseEvent[]) {
@@ -31,7 +32,7 @@ export function createBackgroundResponseRepository(db: Kysely<DatabaseSchema>): 
       await sql`with response as (
           insert into responses (id, user_id, session_id, previous_response_id, history_hash, body, input)
           values (${record.id}, ${record.userId}, ${record.sessionId}, ${record.previousResponseId}, ${record.historyHash},
-            ${storableJsonText(record.bodyJson)}::jsonb, ${toJsonText(record.input)}::jsonb)
+            ${storedResponseBody(record.body)}::jsonb, ${toJsonText(record.input)}::jsonb)
           returning id
         ), appended as (
           insert into response_events (response_id, sequence, type, data)
@@ -43,14 +44,14 @@ export function createBackgroundResponseRepository(db: Kysely<DatabaseSchema>): 
 
     async record(id, events, body) {
       await sql`with appended as (${appendEvents(id, events)})
-        update responses set body = coalesce(${body === undefined ? null : toJsonText(body)}::jsonb, body) where id = ${id}`.execute(db);
+        update responses set body = coalesce(${body === undefined ? null : storedResponseBody(body)}::jsonb, body) where id = ${id}`.execute(db);
     },
 
     async finish(id, end, events) {
       await sql`with appended as (${appendEvents(id, events)}), ended as (
           delete from background_runs where response_id = ${id}
         )
-        update responses set body = ${toJsonText(end.body)}::jsonb, history_hash = ${end.historyHash}, session_id = ${end.sessionId}
+        update responses set body = ${storedResponseBody(end.body)}::jsonb, history_hash = ${end.historyHash}, session_id = ${end.sessionId}
         where id = ${id}`.execute(db);
     },
 
@@ -75,7 +76,7 @@ export function createBackgroundResponseRepository(db: Kysely<DatabaseSchema>): 
           update responses set body = jsonb_set(jsonb_set(body, '{status}', '"failed"'), '{error}',
               jsonb_build_object('code', 'server_error', 'message', ${message}::text))
           where id in (select response_id from lapsed)
-          returning id, body
+          returning id, ${RESPONSE_BODY_DEFAULTS_JSON}::jsonb || jsonb_build_object('id', id) || body as body
         ), appended as (
           insert into response_events (response_id, sequence, type, data)
           select failed.id, coalesce(last.sequence, -1) + 1, 'response.failed',

@@ -38,7 +38,7 @@ export type ResponsesTable = {
   session_id: string;
   previous_response_id: string | null;
   history_hash: string;
-  /** jsonb: written as JSON text, read back parsed. */
+  /** jsonb: written as JSON text without the response's id and defaults (see stored-response-body.ts), read back parsed. */
   body: ColumnType<Record<string, unknown>, string, string>;
   /** jsonb: written as JSON text, read back parsed. */
   input: ColumnType<Array<Record<string, unknown>>, string, string>;

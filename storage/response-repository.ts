@@ -3,6 +3,7 @@ import { GroupCommit } from './group-commit.js';
 import { hotStatement } from './prepared-statements.js';
 import type { ResponseEnd, ResponseRecord, ResponseStore } from '../runtime/ports.js';
 import type { DatabaseSchema, ResponsesTable } from './database-schema.js';
+import { responseBodyOf } from './stored-response-body.js';
 
 /**
  * Responses' ends and their sessions' state now: what continuing one needs, read on every
@@ -85,7 +86,7 @@ function toRecord(row: Selectable<ResponsesTable>): ResponseRecord {
     sessionId: row.session_id,
     previousResponseId: row.previous_response_id,
     historyHash: row.history_hash,
-    body: row.body,
+    body: responseBodyOf(row.id, row.body),
     input: row.input,
     createdAt: row.created_at,
   };

@@ -4,7 +4,8 @@ import type { LeaseFence, NewConversationRecord, NewResponseRecord, NewSession, 
 import { insertRecordColumns, recordColumns } from './conversation-repository.js';
 import { GroupCommit } from './group-commit.js';
 import { hotStatement } from './prepared-statements.js';
-import { storableJsonText, toJsonText } from './json-text.js';
+import { toJsonText } from './json-text.js';
+import { storedResponseBody } from './stored-response-body.js';
 import type { DatabaseSchema, SessionsTable, SessionTransitionsTable } from './database-schema.js';
 import { rowLimit } from './row-limit.js';
 
@@ -93,7 +94,7 @@ function turnEndParameters(ends: TurnEnd[]): unknown[] {
   ];
 }
 
-/** A response as a row of the `responses` table, for `jsonb_to_recordset`: JSON text, its body's as it was given. */
+/** A response as a row of the `responses` table, for `jsonb_to_recordset`: JSON text, its body as it is stored. */
 function responseRow(response: NewResponseRecord): string {
   const columns = toJsonText({
     id: response.id,
@@ -103,7 +104,7 @@ function responseRow(response: NewResponseRecord): string {
     history_hash: response.historyHash,
     input: response.input,
   });
-  return `${columns.slice(0, -1)},"body":${storableJsonText(response.bodyJson)}}`;
+  return `${columns.slice(0, -1)},"body":${storedResponseBody(response.body)}}`;
 }
 
 /** The sessions table behind the runtime's SessionStore port. */

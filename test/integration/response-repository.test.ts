@@ -4,14 +4,18 @@ import { sql } from 'kysely';
 import type { NewResponseRecord, ResponseStore, SessionProgress, SessionStore } from '../../runtime/ports.js';
 import { createResponseRepository, createSessionRepository, migrateToLatest } from '../../storage/index.js';
 import { databaseTargets } from '../support/databases.js';
+import { responseBody } from '../../gateway/responses-format.js';
+import type { ResponsesRequest } from '../../gateway/responses-request.js';
 import type { TestDatabase } from '../support/databases.js';
 
-/** A response as the tests write it: its body an object. */
-type TestResponse = Omit<NewResponseRecord, 'bodyJson'> & { body: Record<string, unknown> };
 
-/** The record of a test response, its body serialised as the turn path serialises it. */
-function recordOf({ body, ...fields }: TestResponse): NewResponseRecord {
-  return { ...fields, bodyJson: JSON.stringify(body) };
+/**
+ * A response object with every field `responseBody` (gateway/responses-format.ts) gives it, at
+ * its default unless set in `fields`.
+ */
+function responseObject(id: string, fields: Record<string, unknown> = {}): Record<string, unknown> {
+  const frame = { id, createdAt: 1, request: { model: 'm', input: 'hi', ...fields } as ResponsesRequest, store: true };
+  return { ...responseBody(frame, { status: 'completed', output: [] }), ...fields };
 }
 
 /** A turn's progress ending at `historyHash`. */
@@ -36,26 +40,46 @@ for (const target of databaseTargets()) {
     });
 
     /** Stores `response` with a turn's end in a new session of alice, as the turn path does. */
-    async function storeWithTurn(fields: Partial<TestResponse> & { historyHash: string }): Promise<TestResponse> {
+    async function storeWithTurn(fields: Partial<NewResponseRecord> & { historyHash: string }): Promise<NewResponseRecord> {
       const sessionId = fields.sessionId ?? `s-${randomUUID()}`;
       await sessions.claim(sessionId, 'alice');
-      const response: TestResponse = { id: `resp_${randomUUID().replaceAll('-', '')}`, userId: 'alice', sessionId, previousResponseId: null, body: {}, input: [], ...fields };
-      await sessions.completeTurn(sessionId, [{ userId: 'alice', sessionId, role: 'user', message: 'hi' }], progressTo(fields.historyHash), undefined, recordOf(response));
+      const id = fields.id ?? `resp_${randomUUID().replaceAll('-', '')}`;
+      const response: NewResponseRecord = { id, userId: 'alice', sessionId, previousResponseId: null, body: responseObject(id), input: [], ...fields };
+      await sessions.completeTurn(sessionId, [{ userId: 'alice', sessionId, role: 'user', message: 'hi' }], progressTo(fields.historyHash), undefined, response);
       return response;
     }
 
     it("gives back a response stored with its turn's end as it was, its JSON parsed and a creation time added", async () => {
-      const body = { object: 'response', output: [{ type: 'message', content: [{ type: 'output_text', text: 'Echo: \u{1F600} "quoted"' }] }], metadata: { a: '1' } };
+      const id = `resp_${randomUUID().replaceAll('-', '')}`;
+      const body = responseObject(id, { output: [{ type: 'message', content: [{ type: 'output_text', text: 'Echo: \u{1F600} "quoted"' }] }], metadata: { a: '1' } });
       const input = [{ id: 'msg_1', type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi' }] }];
-      const response = await storeWithTurn({ previousResponseId: 'resp_before', historyHash: 'h1', body, input });
+      const response = await storeWithTurn({ id, previousResponseId: 'resp_before', historyHash: 'h1', body, input });
       const stored = await responses.get(response.id);
       expect(stored).to.deep.include(response);
+      expect(Object.keys(stored!.body)).to.deep.equal(Object.keys(body));
       expect(stored!.createdAt).to.be.instanceOf(Date);
+    });
+
+    it('stores a body without its id and the fields that hold their defaults, and reads it back whole', async () => {
+      const id = `resp_${randomUUID().replaceAll('-', '')}`;
+      const body = responseObject(id, { instructions: 'Be brief.', temperature: 0.2, tools: [{ type: 'function', name: 'f', description: null, parameters: null, strict: true }] });
+      await storeWithTurn({ id, historyHash: 'h-compact', body });
+      const [row] = await database.db.selectFrom('responses').select('body').where('id', '=', id).execute();
+      expect(row!.body).to.deep.equal({ created_at: 1, status: 'completed', instructions: 'Be brief.', model: 'm', output: [], temperature: 0.2, tools: body.tools });
+      expect((await responses.get(id))!.body).to.deep.equal(body);
+    });
+
+    it('reads a body stored whole, as bodies were before they were stored without their defaults, as it was', async () => {
+      const id = `resp_${randomUUID().replaceAll('-', '')}`;
+      const body = responseObject(id, { metadata: { k: 'v' } });
+      const response = await storeWithTurn({ id, historyHash: 'h-whole' });
+      await database.db.updateTable('responses').set({ body: JSON.stringify(body) }).where('id', '=', id).execute();
+      expect((await responses.get(response.id))!.body).to.deep.equal(body);
     });
 
     it('stores a response once when the end of its turn is written again (a retry after a lost acknowledgement)', async () => {
       const response = await storeWithTurn({ historyHash: 'h-retry', body: { n: 1 } });
-      await sessions.completeTurn(response.sessionId, [], progressTo('h-retry'), undefined, recordOf({ ...response, body: { n: 2 } }));
+      await sessions.completeTurn(response.sessionId, [], progressTo('h-retry'), undefined, { ...response, body: { n: 2 } });
       const rows = await database.db.selectFrom('responses').select('body').where('id', '=', response.id).execute();
       expect(rows).to.deep.equal([{ body: { n: 1 } }]);
     });
@@ -66,9 +90,11 @@ for (const target of databaseTargets()) {
       const before = await toastRows();
       // Text that does not compress, as a real reply's JSON does not by the quarter PostgreSQL asks.
       const text = Array.from({ length: 38 }, () => randomUUID()).join(' ');
-      const body = { object: 'response', instructions: randomUUID().repeat(5), output: [{ type: 'message', content: [{ type: 'output_text', text }] }] };
+      const id = `resp_${randomUUID().replaceAll('-', '')}`;
+      // Stored without its defaults, a body of 2.1 kB: instructions and a reply of some length.
+      const body = responseObject(id, { instructions: randomUUID().repeat(10), output: [{ type: 'message', content: [{ type: 'output_text', text }] }] });
       const input = [{ id: 'msg_1', type: 'message', role: 'user', content: [{ type: 'input_text', text: text.slice(6, 440) }] }];
-      const response = await storeWithTurn({ historyHash: 'h-inline', body, input });
+      const response = await storeWithTurn({ id, historyHash: 'h-inline', body, input });
       const { rows: sizes } = await sql<{ size: number }>`select pg_column_size(responses.*) as size from responses where id = ${response.id}`.execute(database.db);
       expect(sizes[0]!.size).to.be.above(2100);
       expect(await toastRows()).to.equal(before);
@@ -76,8 +102,8 @@ for (const target of databaseTargets()) {
     });
 
     it('stores a lone surrogate of a reply as U+FFFD instead of failing the write', async () => {
-      const response = await storeWithTurn({ historyHash: 'h', body: { text: 'a\ud800b' } });
-      expect((await responses.get(response.id))!.body).to.deep.equal({ text: 'a\uFFFDb' });
+      const response = await storeWithTurn({ historyHash: 'h', body: { instructions: 'a\ud800b' } });
+      expect((await responses.get(response.id))!.body).to.deep.include({ instructions: 'a\uFFFDb' });
     });
 
     it('finds the newest response of a session that ended at a history hash, and none of another session or hash', async () => {
@@ -92,7 +118,7 @@ for (const target of databaseTargets()) {
     it("tells where a response ended and where its session is now, in one read; a deleted session is not live", async () => {
       const sessionId = `s-${randomUUID()}`;
       const first = await storeWithTurn({ sessionId, historyHash: 'end-1' });
-      expect(await responses.endOf(first.id)).to.deep.equal({ id: first.id, userId: 'alice', sessionId, historyHash: 'end-1', status: null, sessionLive: true, sessionHistoryHash: 'end-1' });
+      expect(await responses.endOf(first.id)).to.deep.equal({ id: first.id, userId: 'alice', sessionId, historyHash: 'end-1', status: 'completed', sessionLive: true, sessionHistoryHash: 'end-1' });
       await storeWithTurn({ sessionId, historyHash: 'end-2' });
       expect(await responses.endOf(first.id)).to.deep.include({ historyHash: 'end-1', sessionLive: true, sessionHistoryHash: 'end-2' });
       await sessions.markDeleted(sessionId);

@@ -12,7 +12,7 @@ export function queuedResponse(): NewResponseRecord {
     sessionId: `s-${randomUUID()}`,
     previousResponseId: null,
     historyHash: '',
-    bodyJson: JSON.stringify(QUEUED_BODY),
+    body: QUEUED_BODY,
     input: [{ id: 'msg_1', type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi' }] }],
   };
 }
