@@ -6,8 +6,8 @@ import { chatBodies } from './bench/chat-body.js';
 import { benchProcesses, freePort, startChild, type RunningChild } from './bench/child-process.js';
 import { addCleanup, runCleanups } from './bench/cleanup.js';
 import { compareSelfTime, readSelfTime, type SelfTimeComparison, type SelfTimeReport } from './bench/cpu-profile.js';
-import { postgresPids, waitForQuiet, watchCpu, type CpuUsage } from './bench/cpu-usage.js';
-import { jsonExchange, responsesExchange, responsesStreamExchange, runLoad, streamExchange, type Exchange } from './bench/load.js';
+import { averageCpu, postgresPids, waitForQuiet, watchCpu, type CpuUsage } from './bench/cpu-usage.js';
+import { jsonExchange, responsesExchange, responsesStreamExchange, runLoad, runLoadPhase, streamExchange, summariseLoad, type Exchange, type LoadPhase } from './bench/load.js';
 import { BENCH_USAGE, parseBenchOptions, type Api, type BenchOptions, type SessionMode, type Target } from './bench/options.js';
 import { checkGoals, describeMachine, renderText, writeReport, type BenchReport, type CellResult } from './bench/report.js';
 import { measureRecall } from './bench/recall-latency.js';
@@ -204,9 +204,8 @@ async function benchService(run: Run, target: 'pglite' | 'pg', llmUrl: string, d
 const PROFILE_ROWS = 25;
 
 /**
- * Measures a target at each concurrency (and session mode), through each API one after the
- * other at the same setting, so that the cells an API ratio compares run close in time;
- * returns the measured windows.
+ * Measures a target at each concurrency (and session mode), through each of its APIs at the
+ * same setting (see `measureApis`); returns the measured windows.
  */
 async function measureTarget(
   run: Run,
@@ -219,16 +218,29 @@ async function measureTarget(
 ): Promise<Window[]> {
   const windows: Window[] = [];
   for (const mode of modes) {
-    for (const connections of run.options.concurrency) {
-      for (const api of apis) windows.push(await measureCell(run, { target, api, mode, stream: false, connections, workers }, origin));
-    }
+    for (const connections of run.options.concurrency) windows.push(...(await measureApis(run, { target, mode, stream: false, connections, workers }, apis, origin)));
   }
   if (withStream) {
-    for (const connections of run.options.streamConcurrency) {
-      for (const api of apis) windows.push(await measureCell(run, { target, api, mode: modes[0] ?? null, stream: true, connections }, origin));
-    }
+    for (const connections of run.options.streamConcurrency) windows.push(...(await measureApis(run, { target, mode: modes[0] ?? null, stream: true, connections }, apis, origin)));
   }
   return windows;
+}
+
+/**
+ * Measures each API at one setting. With two, each is measured in two halves of the cell's
+ * time, in the order A B B A, and its halves are added together into its cell: the database
+ * grows through a run, and measured one after the other, the API measured second paid for
+ * it (PGlite at 128 connections: a Responses API turn cost 1.22 times a chat turn's CPU with
+ * chat measured first, 1.04 times with the Responses API first).
+ */
+async function measureApis(run: Run, setting: Omit<CellSetting, 'api'>, apis: Api[], origin: string): Promise<Window[]> {
+  const order = apis.length > 1 ? [...apis, ...[...apis].reverse()] : apis;
+  const halves = order.length / apis.length;
+  // One exchange per API for both its halves: a client's chain of responses goes on in the second.
+  const exchanges = new Map(apis.map((api) => [api, exchangeOf(run, { ...setting, api })]));
+  const phases = new Map<Api, MeasuredPhase[]>(apis.map((api) => [api, []]));
+  for (const api of order) phases.get(api)!.push(await measurePhase(run, { ...setting, api }, origin, exchanges.get(api)!, halves));
+  return apis.flatMap((api) => recordCell(run, { ...setting, api }, phases.get(api)!));
 }
 
 /**
@@ -270,35 +282,49 @@ function exchangeOf(run: Run, { target, api, mode, stream, connections, workers,
   return (stream ? streamExchange : jsonExchange)(chatBodies(stream), (worker) => headers[worker]!);
 }
 
-async function measureCell(run: Run, setting: CellSetting, origin: string): Promise<Window> {
-  const { target, api, mode, stream, connections, workers } = setting;
-  const exchange = exchangeOf(run, setting);
-  const label = `${target}${workers !== undefined ? ` ${workerCount(workers)}` : ''}${api === 'responses' ? ' responses' : ''}${mode ? ` ${mode}` : ''}${stream ? ' stream' : ''} c=${connections}`;
+/** A phase of a cell as measured: its requests, and the cores each process used meanwhile. */
+type MeasuredPhase = { load: LoadPhase; cpu: CpuUsage };
+
+/** The label of a cell in the bench's progress lines. */
+function cellLabel({ target, api, mode, stream, connections, workers }: CellSetting): string {
+  return `${target}${workers !== undefined ? ` ${workerCount(workers)}` : ''}${api === 'responses' ? ' responses' : ''}${mode ? ` ${mode}` : ''}${stream ? ' stream' : ''} c=${connections}`;
+}
+
+/** Measures one of the `phases` a cell's time is cut into, after the warm-up requests, once the machine is quiet. */
+async function measurePhase(run: Run, setting: CellSetting, origin: string, exchange: Exchange, phases: number): Promise<MeasuredPhase> {
+  const { mode, connections, workers } = setting;
   if (run.options.quietWaitMs > 0) {
     const foreign = await waitForQuiet(watched, QUIET_CORES, run.options.quietWaitMs);
-    if (foreign >= QUIET_CORES) console.error(`  ${label}: other processes and steal still take ${foreign.toFixed(2)} cores; measuring anyway`);
+    if (foreign >= QUIET_CORES) console.error(`  ${cellLabel(setting)}: other processes and steal still take ${foreign.toFixed(2)} cores; measuring anyway`);
   }
   let watch: { stop: () => CpuUsage } | undefined;
-  const result = await runLoad({
+  const load = await runLoadPhase({
     origin,
     connections,
     sharedConnections: mode === 'pooled',
     // Each worker process compiles its own hot code: every worker gets as many warm-up requests as one process does.
     warmup: run.options.warmup * (workers ?? 1),
-    durationMs: run.options.durationMs,
-    requests: run.options.requests,
+    durationMs: run.options.durationMs / phases,
+    requests: run.options.requests === undefined ? undefined : Math.ceil(run.options.requests / phases),
     exchange,
     onMeasureStart: () => (watch = watchCpu(watched)),
   });
-  const cpu = watch!.stop();
+  return { load, cpu: watch!.stop() };
+}
+
+/** Records a cell measured in `phases`, prints its line, and returns each phase's window. */
+function recordCell(run: Run, setting: CellSetting, phases: MeasuredPhase[]): Window[] {
+  const { target, api, mode, stream, connections, workers } = setting;
+  const result = summariseLoad(phases.map((phase) => phase.load));
+  const cpu = averageCpu(phases.map((phase) => ({ usage: phase.cpu, seconds: phase.load.elapsedMs / 1000 })));
   const cell = { target, api, mode, stream, connections, result, cpu, flagged: result.errors > 0, noisy: cpu.foreign + cpu.steal >= QUIET_CORES };
   run.cells.push(workers !== undefined ? { ...cell, workers } : cell);
   const first = result.firstPiece ? ` first p50 ${result.firstPiece.p50.toFixed(2)} ms` : '';
   const cores = Object.entries(cpu.byProcess).map(([name, used]) => `${name} ${used.toFixed(2)}`).join(', ');
   console.error(
-    `  ${label}: ${result.rps.toFixed(0)} req/s, p50 ${result.latency.p50.toFixed(2)} ms, p99 ${result.latency.p99.toFixed(2)} ms${first}, ${result.errors} errors; cores: ${cores}, other ${cpu.foreign.toFixed(2)}, steal ${cpu.steal.toFixed(2)}`,
+    `  ${cellLabel(setting)}: ${result.rps.toFixed(0)} req/s, p50 ${result.latency.p50.toFixed(2)} ms, p99 ${result.latency.p99.toFixed(2)} ms${first}, ${result.errors} errors; cores: ${cores}, other ${cpu.foreign.toFixed(2)}, steal ${cpu.steal.toFixed(2)}`,
   );
-  return { api, us: result.windowUs, turns: result.ok };
+  return phases.map((phase) => ({ api, us: phase.load.windowUs, turns: phase.load.totals.length }));
 }
 
 /** Stops a child and notes it when it died during the run or printed anything (the service logs only warnings and errors). */

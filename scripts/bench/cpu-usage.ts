@@ -37,6 +37,15 @@ export function watchCpu(watched: WatchedProcesses): { stop: () => CpuUsage } {
   };
 }
 
+/** The usage over several stretches as over one: each stretch's cores weighted by its length. */
+export function averageCpu(stretches: Array<{ usage: CpuUsage; seconds: number }>): CpuUsage {
+  const seconds = stretches.reduce((sum, stretch) => sum + stretch.seconds, 0);
+  const mean = (coresOf: (usage: CpuUsage) => number) => stretches.reduce((sum, stretch) => sum + coresOf(stretch.usage) * stretch.seconds, 0) / seconds;
+  const names = new Set(stretches.flatMap((stretch) => Object.keys(stretch.usage.byProcess)));
+  const byProcess = Object.fromEntries([...names].map((name) => [name, mean((usage) => usage.byProcess[name] ?? 0)]));
+  return { byProcess, foreign: mean((usage) => usage.foreign), steal: mean((usage) => usage.steal) };
+}
+
 /**
  * Waits until other processes and the hypervisor take less than `maxCores` over a `sampleMs`
  * sample, at most `maxWaitMs`; resolves with the last sample's foreign + steal.

@@ -39,7 +39,20 @@ export type LoadResult = {
   latency: LatencySummary;
   /** Streaming only: time to the first content piece. */
   firstPiece?: LatencySummary;
-  /** The measured window on the monotonic clock, in µs (V8 CPU profiles use the same clock). */
+  /** The measured window on the monotonic clock, in µs (V8 CPU profiles use the same clock): from the first phase's start to the last one's end. */
+  windowUs: [number, number];
+};
+
+/** One measured phase of a load, its durations not yet summarised: a cell may be measured in several (see `summariseLoad`). */
+export type LoadPhase = {
+  /** Each answered request's duration, in ms. */
+  totals: number[];
+  /** Streaming only: each request's time to its first content piece. */
+  firstPieces: number[];
+  errors: number;
+  errorSamples: string[];
+  elapsedMs: number;
+  /** The phase on the monotonic clock, in µs. */
   windowUs: [number, number];
 };
 
@@ -48,6 +61,11 @@ const MAX_ERROR_SAMPLES = 5;
 
 /** Runs the warm-up, then the measured phase, over `connections` keep-alive connections. */
 export async function runLoad(options: LoadOptions): Promise<LoadResult> {
+  return summariseLoad([await runLoadPhase(options)]);
+}
+
+/** As `runLoad`, its measured phase not yet summarised. */
+export async function runLoadPhase(options: LoadOptions): Promise<LoadPhase> {
   const dispatchers = clientDispatchers(options);
   try {
     let seq = 0;
@@ -76,20 +94,27 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
         if (errorSamples.size < MAX_ERROR_SAMPLES) errorSamples.add(error instanceof Error ? error.message : String(error));
       },
     );
-    const elapsedMs = performance.now() - started;
-    return {
-      ok: totals.length,
-      errors,
-      errorSamples: [...errorSamples],
-      elapsedMs,
-      rps: totals.length / (elapsedMs / 1000),
-      latency: summarise(totals),
-      ...(firstPieces.length > 0 ? { firstPiece: summarise(firstPieces) } : {}),
-      windowUs: [startedUs, monotonicUs()],
-    };
+    return { totals, firstPieces, errors, errorSamples: [...errorSamples], elapsedMs: performance.now() - started, windowUs: [startedUs, monotonicUs()] };
   } finally {
     await Promise.all([...new Set(dispatchers)].map((dispatcher) => dispatcher.destroy()));
   }
+}
+
+/** The phases of one load as one result: their requests and their time added together, their durations summarised together. */
+export function summariseLoad(phases: LoadPhase[]): LoadResult {
+  const totals = phases.flatMap((phase) => phase.totals);
+  const firstPieces = phases.flatMap((phase) => phase.firstPieces);
+  const elapsedMs = phases.reduce((sum, phase) => sum + phase.elapsedMs, 0);
+  return {
+    ok: totals.length,
+    errors: phases.reduce((sum, phase) => sum + phase.errors, 0),
+    errorSamples: [...new Set(phases.flatMap((phase) => phase.errorSamples))].slice(0, MAX_ERROR_SAMPLES),
+    elapsedMs,
+    rps: totals.length / (elapsedMs / 1000),
+    latency: summarise(totals),
+    ...(firstPieces.length > 0 ? { firstPiece: summarise(firstPieces) } : {}),
+    windowUs: [phases[0]!.windowUs[0], phases.at(-1)!.windowUs[1]],
+  };
 }
 
 /** The dispatcher of each client: a connection of its own, or all one shared pool. */
