@@ -15,11 +15,6 @@ export function toJsonText(value: unknown): string {
   return holdsLoneSurrogate(text) ? withoutLoneSurrogates(value) : text;
 }
 
-/** As `toJsonText`, for a value already serialised as `text` (by JSON.stringify): most often `text` itself. */
-export function storableJsonText(text: string): string {
-  return holdsLoneSurrogate(text) ? withoutLoneSurrogates(JSON.parse(text)) : text;
-}
-
 /**
  * Whether JSON text (JSON.stringify's, whose escapes are lower case) holds an escaped lone
  * surrogate. Most text has no `\ud` at all, which `includes` tells some ten times faster
