@@ -1,18 +1,24 @@
 import { toJsonText } from './json-text.js';
 
 /**
- * The fields of a response object that hold these values unless its request or its turn
- * set them (as `responseBody` in gateway/responses-format.ts makes them): a stored body leaves
- * them out, and reading it fills them in again.
+ * The fields of a response object in the order `responseBody` (gateway/responses-format.ts)
+ * makes them, which is OpenAI's schema's, each with the value it holds unless its request or
+ * its turn set it: a stored body leaves those out, and reading it fills them in again. The
+ * fields without one (undefined) are always stored, the id aside.
  */
-const DEFAULTS: Readonly<Record<string, unknown>> = {
+const FIELDS: Readonly<Record<string, unknown>> = {
+  id: undefined,
   object: 'response',
+  created_at: undefined,
+  status: undefined,
   background: false,
   error: null,
   incomplete_details: null,
   instructions: null,
   max_output_tokens: null,
   metadata: {},
+  model: undefined,
+  output: undefined,
   parallel_tool_calls: true,
   previous_response_id: null,
   conversation: null,
@@ -24,42 +30,15 @@ const DEFAULTS: Readonly<Record<string, unknown>> = {
   tools: [],
   top_p: null,
   truncation: 'disabled',
+  usage: undefined,
+  user: undefined,
 };
 
-/** The defaults as JSON text: SQL that builds a whole body from a stored one (`defaults || body`) is given it. */
-export const RESPONSE_BODY_DEFAULTS_JSON = JSON.stringify(DEFAULTS);
+/** The defaults as JSON text (the fields without one drop out): SQL that builds a whole body from a stored one (`defaults || body`) is given it. */
+export const RESPONSE_BODY_DEFAULTS_JSON = JSON.stringify(FIELDS);
 
 /** Each default's JSON text, which an object value is compared with. */
-const DEFAULT_TEXTS = new Map(Object.entries(DEFAULTS).map(([key, value]) => [key, JSON.stringify(value)]));
-
-/** The fields of a response object in the order OpenAI's schema lists them, which a body read back has. */
-const FIELD_ORDER = [
-  'id',
-  'object',
-  'created_at',
-  'status',
-  'background',
-  'error',
-  'incomplete_details',
-  'instructions',
-  'max_output_tokens',
-  'metadata',
-  'model',
-  'output',
-  'parallel_tool_calls',
-  'previous_response_id',
-  'conversation',
-  'reasoning',
-  'store',
-  'temperature',
-  'text',
-  'tool_choice',
-  'tools',
-  'top_p',
-  'truncation',
-  'usage',
-  'user',
-];
+const DEFAULT_TEXTS = new Map(Object.entries(FIELDS).flatMap(([key, value]) => (value === undefined ? [] : [[key, JSON.stringify(value)] as const])));
 
 /**
  * A response object as the `body` column keeps it: JSON text without its id (the row's key)
@@ -73,7 +52,7 @@ export function storedResponseBody(body: Readonly<Record<string, unknown>>): str
     if (key === 'id') continue;
     const value = body[key];
     const fallback = DEFAULT_TEXTS.get(key);
-    if (fallback !== undefined && (value === DEFAULTS[key] || (typeof value === 'object' && value !== null && JSON.stringify(value) === fallback))) continue;
+    if (fallback !== undefined && (value === FIELDS[key] || (typeof value === 'object' && value !== null && JSON.stringify(value) === fallback))) continue;
     stored[key] = value;
   }
   return toJsonText(stored);
@@ -87,7 +66,7 @@ export function storedResponseBody(body: Readonly<Record<string, unknown>>): str
 export function responseBodyOf(id: string, stored: Readonly<Record<string, unknown>>): Record<string, unknown> {
   const defaults = JSON.parse(RESPONSE_BODY_DEFAULTS_JSON) as Record<string, unknown>;
   const body: Record<string, unknown> = {};
-  for (const key of FIELD_ORDER) {
+  for (const key in FIELDS) {
     const value = key === 'id' ? id : key in stored ? stored[key] : defaults[key];
     if (value !== undefined) body[key] = value;
   }
