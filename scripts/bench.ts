@@ -230,8 +230,8 @@ async function measureTarget(
  * Measures each API at one setting. With two, each is measured in two halves of the cell's
  * time, in the order A B B A, and its halves are added together into its cell: the database
  * grows through a run, and measured one after the other, the API measured second paid for
- * it (PGlite at 128 connections: a Responses API turn cost 1.22 times a chat turn's CPU with
- * chat measured first, 1.04 times with the Responses API first).
+ * it (PGlite at 128 connections, the same tree: a Responses API turn cost a median 1.24 times
+ * a chat turn's CPU over four runs with chat first, 1.04 times over two with it second).
  */
 async function measureApis(run: Run, setting: Omit<CellSetting, 'api'>, apis: Api[], origin: string): Promise<Window[]> {
   const order = apis.length > 1 ? [...apis, ...[...apis].reverse()] : apis;
