@@ -28,7 +28,7 @@ export class PGlitePreparedStatements {
     const values = parameters.map((value, index) => (value === null || value === undefined ? null : (serializers[types[index]!]?.(value) ?? String(value))));
     // Bind, execute and sync as one input: PGlite runs them in one call, and after an error
     // the server skips to the sync, which is already there.
-    const input = Buffer.concat([serialize.bind({ statement: name, values }), serialize.execute({}), serialize.sync()]);
+    const input = boundExecution(name, values);
     const { messages } = await this.pglite.runExclusive(() => this.pglite.execProtocol(input, { syncToFs: true }));
     // The rows are described once, at preparation.
     return parse.parseResults(rowDescription ? [rowDescription, ...messages] : messages, parsers, { rowMode: 'object' })[0] as Results<R>;
@@ -52,3 +52,33 @@ export class PGlitePreparedStatements {
 
 /** A prepared statement: its parameters' type ids, and the description of its rows (none if it returns none). */
 type Prepared = { types: number[]; rowDescription: Messages[number] | undefined };
+
+/** Execute (the unnamed portal, every row) then Sync, as PGlite's serializer writes them. */
+const EXECUTE_AND_SYNC = Buffer.from([0x45, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0x53, 0, 0, 0, 4]);
+
+/**
+ * The Bind (the unnamed portal, every parameter and column as text), Execute and Sync messages
+ * of a prepared statement, written in one buffer by Node's UTF-8 encoder. PGlite's own
+ * serializer measures each string twice in a loop over its characters and copies the message
+ * three times: some 55 µs for a turn's end of 10 kB of parameters, against 4 µs here.
+ */
+export function boundExecution(statement: string, values: ReadonlyArray<string | null>): Buffer {
+  const lengths = values.map((value) => (value === null ? -1 : Buffer.byteLength(value)));
+  // Type and length, portal, statement, no parameter formats (all text), count, values, no column formats (all text).
+  const bindLength = 4 + 1 + Buffer.byteLength(statement) + 1 + 2 + 2 + lengths.reduce((sum, length) => sum + 4 + Math.max(length, 0), 0) + 2;
+  const message = Buffer.allocUnsafe(1 + bindLength + EXECUTE_AND_SYNC.length);
+  let at = message.writeUInt8(0x42, 0);
+  at = message.writeInt32BE(bindLength, at);
+  at = message.writeUInt8(0, at);
+  at += message.write(statement, at);
+  at = message.writeUInt8(0, at);
+  at = message.writeInt16BE(0, at);
+  at = message.writeInt16BE(values.length, at);
+  values.forEach((value, index) => {
+    at = message.writeInt32BE(lengths[index]!, at);
+    if (value !== null) at += message.write(value, at);
+  });
+  at = message.writeInt16BE(0, at);
+  EXECUTE_AND_SYNC.copy(message, at);
+  return message;
+}

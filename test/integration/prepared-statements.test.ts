@@ -42,6 +42,21 @@ for (const target of databaseTargets()) {
       });
     });
 
+    it('store text of any script, empty text and nulls as they were given', async () => {
+      await database.db.connection().execute(async (connection) => {
+        const conversations = createConversationRepository(connection);
+        const sessions = createSessionRepository(connection);
+        const sessionId = randomUUID();
+        await sessions.claim(sessionId, 'user-a');
+        const messages = ['naïve café 😀 — 日本語', '', 'a "quoted" \\ backslash', 'x'.repeat(70_000)];
+        await conversations.append([{ userId: 'user-a', sessionId, role: 'user', message: messages[0]! }]);
+        const records = messages.slice(1).map((message) => ({ userId: 'user-a', sessionId, role: 'assistant', message }));
+        await sessions.completeTurn(sessionId, records, { ...progress, snapshot: null, historyHash: 'ü' });
+        expect((await conversations.recent(sessionId, 10)).map((record) => record.message)).to.deep.equal(messages);
+        expect(await sessions.get(sessionId)).to.include({ snapshot: null, historyHash: 'ü' });
+      });
+    });
+
     // The embedded database has one connection, the service's own: nobody else prepares there.
     if (target.backend !== 'pglite') {
       it('runs them unnamed on a connection whose server process already holds statements of those names (a process shared between clients)', async () => {

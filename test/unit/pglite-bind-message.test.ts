@@ -1,0 +1,30 @@
+import { expect } from 'chai';
+import { protocol } from '@electric-sql/pglite';
+import { boundExecution } from '../../storage/pglite-prepared-statements.js';
+
+/**
+ * PGlite's own Bind, Execute and Sync for the same values, less the one thing written
+ * differently: PGlite gives every parameter's format (text, 0) where the message here says
+ * "no formats", which PostgreSQL reads as every parameter in text.
+ */
+function pgliteMessages(statement: string, values: Array<string | null>): Buffer {
+  const bind = Buffer.from(protocol.serialize.bind({ statement, values }));
+  const formatsAt = 1 + 4 + 1 + Buffer.byteLength(statement) + 1;
+  expect(bind.readInt16BE(formatsAt)).to.equal(values.length);
+  const formats = bind.subarray(formatsAt + 2, formatsAt + 2 + 2 * values.length);
+  expect([...formats].every((byte) => byte === 0)).to.equal(true);
+  const withoutFormats = Buffer.concat([bind.subarray(0, formatsAt), Buffer.from([0, 0]), bind.subarray(formatsAt + 2 + 2 * values.length)]);
+  withoutFormats.writeInt32BE(withoutFormats.length - 1, 1);
+  return Buffer.concat([withoutFormats, Buffer.from(protocol.serialize.execute({})), Buffer.from(protocol.serialize.sync())]);
+}
+
+describe('the bound execution of a prepared statement on the embedded database', () => {
+  it('is the message PGlite writes, with text of any script, empty strings and nulls', () => {
+    const values = ['plain', '', null, 'naïve café 😀 — 日本語', '{"a":"\\"quoted\\""}', 'x'.repeat(70_000), null];
+    expect(boundExecution('svc_hot_7', values).equals(pgliteMessages('svc_hot_7', values))).to.equal(true);
+  });
+
+  it('is the message PGlite writes for a statement without parameters', () => {
+    expect(boundExecution('svc_hot_1', []).equals(pgliteMessages('svc_hot_1', []))).to.equal(true);
+  });
+});
