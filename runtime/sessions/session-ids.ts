@@ -14,10 +14,21 @@ export function newSessionId(): string {
   return `${time.slice(0, 8)}-${time.slice(8)}-7${randomUUID().slice(15)}`;
 }
 
+/** The millisecond of the last time part made, and its digits. */
+let lastMs = -1;
+let lastDigits = '';
+
 /**
  * The time part that begins a time-ordered id: milliseconds since 1970 in 12 hexadecimal
- * digits (enough until the year 10889), so ids made later sort after.
+ * digits (enough until the year 10889), so ids made later sort after. The digits are made
+ * once a millisecond: a Responses API turn makes three ids, and the conversion to
+ * hexadecimal took 0.28 µs where the comparison takes 0.04.
  */
 export function timeDigits(): string {
-  return Date.now().toString(16).padStart(12, '0');
+  const now = Date.now();
+  if (now !== lastMs) {
+    lastMs = now;
+    lastDigits = now.toString(16).padStart(12, '0');
+  }
+  return lastDigits;
 }
