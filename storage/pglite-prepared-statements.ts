@@ -53,8 +53,8 @@ export class PGlitePreparedStatements {
 /** A prepared statement: its parameters' type ids, and the description of its rows (none if it returns none). */
 type Prepared = { types: number[]; rowDescription: Messages[number] | undefined };
 
-/** Execute (the unnamed portal, every row) then Sync, as PGlite's serializer writes them. */
-const EXECUTE_AND_SYNC = Buffer.from([0x45, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0x53, 0, 0, 0, 4]);
+/** Execute (the unnamed portal, every row) then Sync, the same after every Bind: PGlite's serializer writes them once. */
+const EXECUTE_AND_SYNC = Buffer.concat([serialize.execute({}), serialize.sync()]);
 
 /**
  * The Bind (the unnamed portal, every parameter and column as text), Execute and Sync messages
