@@ -298,6 +298,7 @@ async function measurePhase(run: Run, setting: CellSetting, origin: string, exch
     if (foreign >= QUIET_CORES) console.error(`  ${cellLabel(setting)}: other processes and steal still take ${foreign.toFixed(2)} cores; measuring anyway`);
   }
   let watch: { stop: () => CpuUsage } | undefined;
+  let cpu: CpuUsage | undefined;
   const load = await runLoadPhase({
     origin,
     connections,
@@ -308,8 +309,9 @@ async function measurePhase(run: Run, setting: CellSetting, origin: string, exch
     requests: run.options.requests === undefined ? undefined : Math.ceil(run.options.requests / phases),
     exchange,
     onMeasureStart: () => (watch = watchCpu(watched)),
+    onMeasureEnd: () => (cpu = watch!.stop()),
   });
-  return { load, cpu: watch!.stop() };
+  return { load, cpu: cpu! };
 }
 
 /** Records a cell measured in `phases`, prints its line, and returns each phase's window. */

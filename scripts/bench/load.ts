@@ -24,8 +24,10 @@ export type LoadOptions = {
   /** When set, measure this many requests instead of a duration. */
   requests?: number;
   exchange: Exchange;
-  /** Called between the warm-up and the measured phase. */
+  /** Called when the measured window opens, after the warm-up. */
   onMeasureStart?: () => void;
+  /** Called when the measured window closes (before the requests still in flight are answered). */
+  onMeasureEnd?: () => void;
 };
 
 /** What one measured load produced. */
@@ -64,38 +66,69 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
   return summariseLoad([await runLoadPhase(options)]);
 }
 
-/** As `runLoad`, its measured phase not yet summarised. */
+/**
+ * As `runLoad`, its measured phase not yet summarised. The clients go on from the warm-up into
+ * the measured window without a pause, which opens at the warm-up's last answer; with a
+ * duration it closes at the deadline, and the requests still in flight then are answered
+ * outside it. So the window sees the service at its full concurrency throughout: no ramp at
+ * its start and no tail at its end, where fewer requests are in flight and the slower API
+ * would spend longer (at 128 connections a request takes some 150 ms, a tenth of a 1.5 s
+ * window). With a number of requests, the window holds exactly those, and closes once the
+ * last is answered.
+ */
 export async function runLoadPhase(options: LoadOptions): Promise<LoadPhase> {
   const dispatchers = clientDispatchers(options);
-  try {
-    let seq = 0;
-    await runClients(options, dispatchers, () => seq < options.warmup, () => seq++, () => undefined, () => undefined);
-    const totals: number[] = [];
-    const firstPieces: number[] = [];
-    const errorSamples = new Set<string>();
-    let errors = 0;
+  const totals: number[] = [];
+  const firstPieces: number[] = [];
+  const errorSamples = new Set<string>();
+  let errors = 0;
+  let sent = 0;
+  let answered = 0;
+  let opened: { ms: number; us: number } | undefined;
+  let closed: { ms: number; us: number } | undefined;
+  let deadline: NodeJS.Timeout | undefined;
+  const now = () => ({ ms: performance.now(), us: monotonicUs() });
+  const open = () => {
     options.onMeasureStart?.();
-    const startedUs = monotonicUs();
-    const started = performance.now();
-    const deadline = started + options.durationMs;
-    const limit = options.requests;
-    let sent = 0;
+    opened = now();
+    if (options.requests === undefined) deadline = setTimeout(close, options.durationMs);
+  };
+  const close = () => {
+    if (closed) return;
+    closed = now();
+    options.onMeasureEnd?.();
+  };
+  const measuring = () => opened !== undefined && closed === undefined;
+  // Measured requests are those after the warm-up's; with a duration there is no last one.
+  const lastRequest = options.requests === undefined ? Number.POSITIVE_INFINITY : options.warmup + options.requests;
+  try {
+    if (options.warmup === 0) open();
     await runClients(
       options,
       dispatchers,
-      () => errors < MAX_ERRORS && (limit === undefined ? performance.now() < deadline : sent < limit),
-      () => (sent++, seq++),
+      () => closed === undefined && errors < MAX_ERRORS && sent < lastRequest,
+      () => sent++,
       (sample) => {
-        totals.push(sample.totalMs);
-        if (sample.firstPieceMs !== undefined) firstPieces.push(sample.firstPieceMs);
+        if (measuring()) {
+          totals.push(sample.totalMs);
+          if (sample.firstPieceMs !== undefined) firstPieces.push(sample.firstPieceMs);
+        }
       },
       (error) => {
+        if (!measuring()) return;
         errors += 1;
         if (errorSamples.size < MAX_ERROR_SAMPLES) errorSamples.add(error instanceof Error ? error.message : String(error));
       },
+      () => {
+        answered += 1;
+        if (opened === undefined && answered >= options.warmup) open();
+      },
     );
-    return { totals, firstPieces, errors, errorSamples: [...errorSamples], elapsedMs: performance.now() - started, windowUs: [startedUs, monotonicUs()] };
+    clearTimeout(deadline);
+    close();
+    return { totals, firstPieces, errors, errorSamples: [...errorSamples], elapsedMs: closed!.ms - opened!.ms, windowUs: [opened!.us, closed!.us] };
   } finally {
+    clearTimeout(deadline);
     await Promise.all([...new Set(dispatchers)].map((dispatcher) => dispatcher.destroy()));
   }
 }
@@ -126,6 +159,7 @@ function clientDispatchers(options: LoadOptions): Dispatcher[] {
   return Array.from({ length: options.connections }, () => new Client(options.origin, { pipelining: 1 }));
 }
 
+/** The closed-loop clients: each sends its next request once its last is answered, while `goOn`. */
 async function runClients(
   options: LoadOptions,
   dispatchers: Dispatcher[],
@@ -133,6 +167,7 @@ async function runClients(
   next: () => number,
   onSample: (sample: Sample) => void,
   onError: (error: unknown) => void,
+  onAnswered: () => void,
 ): Promise<void> {
   const client = async (worker: number) => {
     while (goOn()) {
@@ -141,6 +176,7 @@ async function runClients(
       } catch (error) {
         onError(error);
       }
+      onAnswered();
     }
   };
   await Promise.all(Array.from({ length: options.connections }, (_, worker) => client(worker)));

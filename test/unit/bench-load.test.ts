@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { averageCpu } from '../../scripts/bench/cpu-usage.js';
-import { summariseLoad, type LoadPhase } from '../../scripts/bench/load.js';
+import { runLoadPhase, summariseLoad, type Exchange, type LoadPhase } from '../../scripts/bench/load.js';
 
 const phase = (totals: number[], elapsedMs: number, windowUs: [number, number], errors: string[] = []): LoadPhase => ({
   totals,
@@ -31,5 +31,53 @@ describe('a bench cell measured in two halves (A B B A)', () => {
     expect(cpu.byProcess.postgres).to.be.closeTo(0.225, 1e-9);
     expect(cpu.foreign).to.be.closeTo(0.1, 1e-9);
     expect(cpu.steal).to.be.closeTo(0.225, 1e-9);
+  });
+});
+
+describe('a bench phase’s measured window', () => {
+  /** An exchange answering after `ms`, which logs each request's sending and answer beside the window's opening and closing. */
+  function loggedExchange(ms: number) {
+    const log: string[] = [];
+    const exchange: Exchange = async (_dispatcher, _worker, seq) => {
+      log.push(`sent ${seq}`);
+      await new Promise((resolve) => setTimeout(resolve, ms));
+      log.push(`answered ${seq}`);
+      return { totalMs: ms };
+    };
+    return { log, exchange };
+  }
+
+  it('opens at the warm-up’s last answer without a pause in the load, and leaves out what is answered after its deadline', async () => {
+    const { log, exchange } = loggedExchange(5);
+    const phase = await runLoadPhase({
+      origin: 'http://127.0.0.1:9',
+      connections: 4,
+      warmup: 8,
+      durationMs: 60,
+      exchange,
+      onMeasureStart: () => log.push('open'),
+      onMeasureEnd: () => log.push('close'),
+    });
+    const open = log.indexOf('open');
+    const close = log.indexOf('close');
+    // Opened at the eighth answer, while the other clients' requests were in flight.
+    expect(log.slice(0, open).filter((entry) => entry.startsWith('answered'))).to.have.length(8);
+    expect(log.slice(0, open).filter((entry) => entry.startsWith('sent')).length).to.be.greaterThan(8);
+    // Counted: the answers inside the window; the requests in flight at its deadline are answered after it, and nothing is sent then.
+    const inside = log.slice(open, close).filter((entry) => entry.startsWith('answered')).length;
+    const after = log.slice(close + 1);
+    expect(phase.totals).to.have.length(inside);
+    expect(after.length).to.be.within(1, 4);
+    expect(after.every((entry) => entry.startsWith('answered'))).to.equal(true);
+    expect(phase.elapsedMs).to.be.at.least(59);
+    expect(phase.windowUs[1] - phase.windowUs[0]).to.be.closeTo(phase.elapsedMs * 1000, 2_000);
+  });
+
+  it('with a number of requests, sends exactly those after the warm-up and closes once the last is answered', async () => {
+    const { log, exchange } = loggedExchange(1);
+    const phase = await runLoadPhase({ origin: 'http://127.0.0.1:9', connections: 3, warmup: 0, durationMs: 0, requests: 10, exchange, onMeasureEnd: () => log.push('close') });
+    expect(phase.totals).to.have.length(10);
+    expect(log.filter((entry) => entry.startsWith('sent'))).to.have.length(10);
+    expect(log.at(-1)).to.equal('close');
   });
 });
