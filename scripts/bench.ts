@@ -17,6 +17,7 @@ import { DEFAULT_POOL_SIZE } from '../storage/index.js';
 import { measureSessionMemory } from './bench/session-memory.js';
 import { measureStartUp } from './bench/start-up.js';
 import { ensureBuilt } from './build.mjs';
+import { SERVICE_SCRIPT, startNodeFlags } from './bench/start-command.js';
 import { waitForWorkers } from './bench/worker-connections.js';
 
 /** Other processes and the hypervisor taking more CPU than this (in cores) make a cell noisy. */
@@ -24,6 +25,8 @@ const QUIET_CORES = 0.2;
 /** The processes whose CPU each cell reports: the bench, the processes under test, the PostgreSQL server. */
 const watched = () => ({ ...benchProcesses(), postgres: postgresPids() });
 const ROOT = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
+/** The Node flags `npm start` gives the service; the pass-throughs under test run with them too. */
+const NODE_FLAGS = startNodeFlags(ROOT);
 
 /** What a run has gathered so far. */
 type Run = {
@@ -64,6 +67,7 @@ async function main(): Promise<void> {
     const passthrough = await startChild({
       name: 'passthrough',
       script: 'dist/scripts/bench/passthrough.js',
+      nodeArgs: NODE_FLAGS,
       args: ['--upstream', llm.url],
       cwd: ROOT,
       ready: { line: /passthrough listening on (http:\/\/\S+)/ },
@@ -116,6 +120,7 @@ async function benchPersistedPassthrough(run: Run, llmUrl: string): Promise<void
     const persisted = await startChild({
       name: 'persisted passthrough',
       script: 'dist/scripts/bench/passthrough.js',
+      nodeArgs: NODE_FLAGS,
       args: ['--upstream', llmUrl, '--db-url', url, '--pool-size', String(DEFAULT_POOL_SIZE)],
       cwd: ROOT,
       ready: { line: /passthrough listening on (http:\/\/\S+)/ },
@@ -153,8 +158,8 @@ async function benchService(run: Run, target: 'pglite' | 'pg', llmUrl: string, d
   const service = await startChild({
     name: `service ${target}${workers !== undefined ? ` ${workers}w` : ''}`,
     // The command \`npm start\` runs.
-    script: 'scripts/svc-agent.mjs',
-    nodeArgs: run.options.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [],
+    script: SERVICE_SCRIPT,
+    nodeArgs: [...NODE_FLAGS, ...(run.options.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [])],
     cwd: ROOT,
     env: {
       ...process.env,

@@ -5,6 +5,7 @@ import { chatBodies } from './chat-body.js';
 import { freePort, runScript, startChild } from './child-process.js';
 import { addCleanup } from './cleanup.js';
 import { jsonExchange, runLoad } from './load.js';
+import { SERVICE_SCRIPT, startNodeFlags } from './start-command.js';
 import type { PgliteMemoryProbeResult } from './pglite-memory-probe.js';
 import { DEFAULT_SHARED_BUFFERS_MB } from '../../storage/create-database.js';
 import { createScratchDatabase } from './scratch-database.js';
@@ -32,7 +33,8 @@ export type StartCase = {
 };
 
 /** The start-up scenario's report. */
-export type StartUpReport = { cases: StartCase[]; pglite: PgliteMemoryProbeResult[]; notes: string[] };
+/** The start-up scenario's readings; `command` is how each start ran the service. */
+export type StartUpReport = { command: string; cases: StartCase[]; pglite: PgliteMemoryProbeResult[]; notes: string[] };
 
 /**
  * How long the service stays idle after it is ready before its memory is read: the work
@@ -101,7 +103,7 @@ export async function measureStartUp(settings: { runs: number; cachedSessions: n
     pglite.push(await probePglite(root, join(tmp, 'start-fresh-0'), sharedBuffersMb, false));
   }
   pglite.push(await probePglite(root, join(tmp, 'probe-initdb'), DEFAULT_SHARED_BUFFERS_MB, true));
-  return { cases, pglite, notes };
+  return { command: ['node', ...startNodeFlags(root), SERVICE_SCRIPT].join(' '), cases, pglite, notes };
 }
 
 /** Starts on an existing database `runs` times; the last start also takes the cached sessions. */
@@ -132,7 +134,8 @@ async function startService(root: string, env: Record<string, string>, cachedSes
   const started = performance.now();
   const service = await startChild({
     name: 'service',
-    script: 'scripts/svc-agent.mjs',
+    script: SERVICE_SCRIPT,
+    nodeArgs: startNodeFlags(root),
     cwd: root,
     env: { ...process.env, ...env, APP_HOST: '127.0.0.1', APP_PORT: String(port) },
     ready: { probe: `http://127.0.0.1:${port}/health`, everyMs: 5 },
@@ -196,7 +199,7 @@ export function startUpSections(report: StartUpReport): Section[] {
     ];
   });
   const lines = [
-    `each start is \`node scripts/svc-agent.mjs\` (what \`npm start\` runs, already compiled), timed from the spawn to the first \`GET /health\` answered 200 (polled every 5 ms); memory is the service process's VmRSS ${REST_MS / 1000} s later with no traffic`,
+    `each start is \`${report.command}\` (what \`npm start\` runs, already compiled), timed from the spawn to the first \`GET /health\` answered 200 (polled every 5 ms); memory is the service process's VmRSS ${REST_MS / 1000} s later with no traffic`,
     ...report.notes,
   ];
   const sessions = report.cases.filter((entry) => entry.cachedSessions);
