@@ -124,7 +124,6 @@ export async function runLoadPhase(options: LoadOptions): Promise<LoadPhase> {
         if (opened === undefined && answered >= options.warmup) open();
       },
     );
-    clearTimeout(deadline);
     close();
     return { totals, firstPieces, errors, errorSamples: [...errorSamples], elapsedMs: closed!.ms - opened!.ms, windowUs: [opened!.us, closed!.us] };
   } finally {

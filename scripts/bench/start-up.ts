@@ -32,7 +32,6 @@ export type StartCase = {
   cachedSessions?: { sessions: number; rssBefore: number; rssAfter: number; fillMs: number };
 };
 
-/** The start-up scenario's report. */
 /** The start-up scenario's readings; `command` is how each start ran the service. */
 export type StartUpReport = { command: string; cases: StartCase[]; pglite: PgliteMemoryProbeResult[]; notes: string[] };
 
@@ -131,11 +130,12 @@ type MeasuredStart = { reading: StartReading; cachedSessions?: StartCase['cached
 /** One start: spawn, poll /health, rest, read the memory, optionally fill the cache, stop. */
 async function startService(root: string, env: Record<string, string>, cachedSessions: number): Promise<MeasuredStart> {
   const port = await freePort();
+  const nodeArgs = startNodeFlags(root);
   const started = performance.now();
   const service = await startChild({
     name: 'service',
     script: SERVICE_SCRIPT,
-    nodeArgs: startNodeFlags(root),
+    nodeArgs,
     cwd: root,
     env: { ...process.env, ...env, APP_HOST: '127.0.0.1', APP_PORT: String(port) },
     ready: { probe: `http://127.0.0.1:${port}/health`, everyMs: 5 },
