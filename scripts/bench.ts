@@ -7,7 +7,7 @@ import { benchProcesses, freePort, startChild, type RunningChild } from './bench
 import { addCleanup, runCleanups } from './bench/cleanup.js';
 import { compareSelfTime, readSelfTime, type SelfTimeComparison, type SelfTimeReport } from './bench/cpu-profile.js';
 import { averageCpu, postgresPids, waitForQuiet, watchCpu, type CpuUsage } from './bench/cpu-usage.js';
-import { jsonExchange, responsesExchange, responsesStreamExchange, runLoad, runLoadPhase, streamExchange, summariseLoad, type Exchange, type LoadPhase } from './bench/load.js';
+import { jsonExchange, responsesExchange, responsesStreamExchange, runLoad, runLoadPhase, streamExchange, summariseLoad, type Exchange, type LoadPhase, type LoadResult } from './bench/load.js';
 import { BENCH_USAGE, parseBenchOptions, type Api, type BenchOptions, type SessionMode, type Target } from './bench/options.js';
 import { checkGoals, describeMachine, renderText, writeReport, type BenchReport, type CellResult } from './bench/report.js';
 import { measureRecall } from './bench/recall-latency.js';
@@ -39,9 +39,6 @@ type Run = {
   profileComparison: SelfTimeComparison[];
 };
 
-/** A measured window (monotonic µs), with the API and the requests measured in it. */
-type Window = { api: Api; us: [number, number]; turns: number };
-
 /** One `npm run bench`: the fake LLM, then each selected target in turn, then the report. */
 async function main(): Promise<void> {
   const options = parseBenchOptions(process.argv.slice(2));
@@ -62,7 +59,7 @@ async function main(): Promise<void> {
     cwd: ROOT,
     ready: { line: /fake LLM listening on (http:\/\/\S+)\/v1/ },
   });
-  if (options.targets.includes('direct')) await measureTarget(run, 'direct', llm.url, [null], ['chat'], options.stream);
+  if (options.targets.includes('direct')) await measureBaseline(run, 'direct', llm.url, [null], options.stream);
   if (options.targets.includes('passthrough')) {
     const passthrough = await startChild({
       name: 'passthrough',
@@ -72,7 +69,7 @@ async function main(): Promise<void> {
       cwd: ROOT,
       ready: { line: /passthrough listening on (http:\/\/\S+)/ },
     });
-    await measureTarget(run, 'passthrough', passthrough.url, [null], ['chat'], false);
+    await measureBaseline(run, 'passthrough', passthrough.url, [null], false);
     await stopChecked(run, passthrough);
   }
   if (options.targets.includes('persisted')) await benchPersistedPassthrough(run, llm.url);
@@ -125,7 +122,7 @@ async function benchPersistedPassthrough(run: Run, llmUrl: string): Promise<void
       cwd: ROOT,
       ready: { line: /passthrough listening on (http:\/\/\S+)/ },
     });
-    await measureTarget(run, 'persisted', persisted.url, ['session'], ['chat'], false);
+    await measureBaseline(run, 'persisted', persisted.url, ['session'], false);
     await stopChecked(run, persisted);
   });
 }
@@ -151,10 +148,25 @@ async function onScratchDatabase(run: Run, name: string, measure: (url: string) 
   }
 }
 
-/** Starts the service on one database, measures its cells, stops it, and reads its CPU profile when asked. */
+/**
+ * Measures the service on one database: its cells in each of `--rounds` starts of the service
+ * (a cell adds its rounds up), and each start's CPU profile when asked. One process's compiled
+ * code and heap weigh on all of its cells alike.
+ */
 async function benchService(run: Run, target: 'pglite' | 'pg', llmUrl: string, dbUrl: string, workers?: number): Promise<void> {
+  const rounds: MeasuredCell[][] = [];
+  for (let round = 1; round <= run.options.rounds; round++) rounds.push(await serviceRound(run, { target, llmUrl, dbUrl, workers, round }));
+  for (const [index, cell] of rounds[0]!.entries()) recordCell(run, cell.setting, rounds.map((cells) => cells[index]!.phases));
+}
+
+/** One start of the service under test: which target, on which database, with how many workers, in which round. */
+type ServiceStart = { target: 'pglite' | 'pg'; llmUrl: string; dbUrl: string; workers?: number; round: number };
+
+/** Starts the service, measures its cells, stops it, and reads its CPU profile when asked. */
+async function serviceRound(run: Run, { target, llmUrl, dbUrl, workers, round }: ServiceStart): Promise<MeasuredCell[]> {
   const port = await freePort();
-  const profileDir = join(ROOT, 'bench-results', `profile-${run.stamp}-${target}${workers !== undefined ? `-w${workers}` : ''}`);
+  const roundSuffix = run.options.rounds > 1 ? `-r${round}` : '';
+  const profileDir = join(ROOT, 'bench-results', `profile-${run.stamp}-${target}${workers !== undefined ? `-w${workers}` : ''}${roundSuffix}`);
   const service = await startChild({
     name: `service ${target}${workers !== undefined ? ` ${workers}w` : ''}`,
     // The command \`npm start\` runs.
@@ -179,20 +191,24 @@ async function benchService(run: Run, target: 'pglite' | 'pg', llmUrl: string, d
   });
   if (workers !== undefined && workers > 1) {
     const held = await waitForWorkers(service.url, port, service.process.pid!, workers);
-    run.notes.push(`${service.name}: every worker took connections before the first cell (a batch of ${held.reduce((a, b) => a + b, 0)} held ${held.join('/')})`);
+    run.notes.push(`${service.name}${roundSuffix}: every worker took connections before the first cell (a batch of ${held.reduce((a, b) => a + b, 0)} held ${held.join('/')})`);
   }
   // The workers scenario compares worker counts on chat completions only.
   const apis = workers === undefined ? run.options.apis : (['chat'] as Api[]);
-  await warmUp(run, target, service.url, apis, workers);
-  const windows = await measureTarget(run, target, service.url, run.options.modes, apis, workers === undefined && run.options.stream, workers);
+  await warmUp(run, target, service.url, apis, round, workers);
+  const cells = await measureTarget(run, target, service.url, run.options.modes, apis, workers === undefined && run.options.stream, { workers, round });
   await stopChecked(run, service);
-  if (!run.options.profile) return;
-  // With several APIs, each API's cells are ranked apart: one service process served them all.
-  const byApi = apis.map((api) => ({ api, windows: windows.filter((window) => window.api === api) }));
+  if (run.options.profile) await rankProfile(run, profileDir, apis, cells);
+  return cells;
+}
+
+/** Ranks the self time of a service's profile in its measured windows, each API's apart (one process served them all). */
+async function rankProfile(run: Run, profileDir: string, apis: Api[], cells: MeasuredCell[]): Promise<void> {
   const ranked = await Promise.all(
-    byApi.map(async ({ api, windows: own }) => {
-      const threads = await readSelfTime(profileDir, ROOT, own.map((window) => window.us), Number.POSITIVE_INFINITY);
-      const turns = own.reduce((sum, window) => sum + window.turns, 0);
+    apis.map(async (api) => {
+      const phases = cells.filter((cell) => cell.setting.api === api).flatMap((cell) => cell.phases);
+      const threads = await readSelfTime(profileDir, ROOT, phases.map((phase) => phase.load.windowUs), Number.POSITIVE_INFINITY);
+      const turns = phases.reduce((sum, phase) => sum + phase.load.totals.length, 0);
       // Threads that were idle all along (tsx's module loader) are left out.
       return threads.filter((thread) => thread.totalMs - thread.idleMs > 0.05 * thread.totalMs).map((thread) => ({ ...thread, ...(apis.length > 1 ? { api } : {}), turns }));
     }),
@@ -208,9 +224,14 @@ async function benchService(run: Run, target: 'pglite' | 'pg', llmUrl: string, d
 /** Lines of each profile ranking and comparison in the report. */
 const PROFILE_ROWS = 25;
 
+/** The cells of a baseline target (one process, one round), recorded. */
+async function measureBaseline(run: Run, target: Target, origin: string, modes: (SessionMode | null)[], withStream: boolean): Promise<void> {
+  for (const cell of await measureTarget(run, target, origin, modes, ['chat'], withStream)) recordCell(run, cell.setting, [cell.phases]);
+}
+
 /**
  * Measures a target at each concurrency (and session mode), through each of its APIs at the
- * same setting (see `measureApis`); returns the measured windows.
+ * same setting (see `measureApis`).
  */
 async function measureTarget(
   run: Run,
@@ -219,33 +240,35 @@ async function measureTarget(
   modes: (SessionMode | null)[],
   apis: Api[],
   withStream: boolean,
-  workers?: number,
-): Promise<Window[]> {
-  const windows: Window[] = [];
+  start: { workers?: number; round?: number } = {},
+): Promise<MeasuredCell[]> {
+  const cells: MeasuredCell[] = [];
   for (const mode of modes) {
-    for (const connections of run.options.concurrency) windows.push(...(await measureApis(run, { target, mode, stream: false, connections, workers }, apis, origin)));
+    for (const connections of run.options.concurrency) cells.push(...(await measureApis(run, { target, mode, stream: false, connections, ...start }, apis, origin)));
   }
   if (withStream) {
-    for (const connections of run.options.streamConcurrency) windows.push(...(await measureApis(run, { target, mode: modes[0] ?? null, stream: true, connections }, apis, origin)));
+    for (const connections of run.options.streamConcurrency) cells.push(...(await measureApis(run, { target, mode: modes[0] ?? null, stream: true, connections, ...start }, apis, origin)));
   }
-  return windows;
+  return cells;
 }
 
 /**
  * Measures each API at one setting. With two, each is measured in two halves of the cell's
- * time, in the order A B B A, and its halves are added together into its cell: the database
- * grows through a run, and measured one after the other, the API measured second paid for
- * it (PGlite at 128 connections, the same tree: a Responses API turn cost a median 1.24 times
- * a chat turn's CPU over four runs with chat first, 1.04 times over two with it second).
+ * time, in the order A B B A: the database grows through a run, and measured one after the
+ * other, the API measured second paid for it (PGlite at 128 connections, the same tree: a
+ * Responses API turn cost a median 1.24 times a chat turn's CPU over four runs with chat
+ * first, 1.04 times over two with it second).
  */
-async function measureApis(run: Run, setting: Omit<CellSetting, 'api'>, apis: Api[], origin: string): Promise<Window[]> {
+async function measureApis(run: Run, setting: Omit<CellSetting, 'api'>, apis: Api[], origin: string): Promise<MeasuredCell[]> {
   const order = apis.length > 1 ? [...apis, ...[...apis].reverse()] : apis;
   const halves = order.length / apis.length;
   // One exchange per API for both its halves: a client's chain of responses goes on in the second.
   const exchanges = new Map(apis.map((api) => [api, exchangeOf(run, { ...setting, api })]));
   const phases = new Map<Api, MeasuredPhase[]>(apis.map((api) => [api, []]));
   for (const api of order) phases.get(api)!.push(await measurePhase(run, { ...setting, api }, origin, exchanges.get(api)!, halves));
-  return apis.flatMap((api) => recordCell(run, { ...setting, api }, phases.get(api)!));
+  const cells = apis.map((api) => ({ setting: { ...setting, api }, phases: phases.get(api)! }));
+  for (const cell of cells) printCell(`${cellLabel(cell.setting)}${setting.round !== undefined && run.options.rounds > 1 ? ` round ${setting.round}` : ''}`, summariseCell(cell.phases));
+  return cells;
 }
 
 /**
@@ -254,17 +277,23 @@ async function measureApis(run: Run, setting: Omit<CellSetting, 'api'>, apis: Ap
  * same cell later, whatever its API, while the hot code was still being compiled: a ratio of
  * two APIs compared a cold one with a warm one.
  */
-async function warmUp(run: Run, target: Target, origin: string, apis: Api[], workers?: number): Promise<void> {
+async function warmUp(run: Run, target: Target, origin: string, apis: Api[], round: number, workers?: number): Promise<void> {
   const connections = Math.max(...run.options.concurrency);
   for (const api of apis) {
-    const exchange = exchangeOf(run, { target, api, mode: run.options.modes[0] ?? null, stream: false, connections, workers, warmUp: true });
+    const exchange = exchangeOf(run, { target, api, mode: run.options.modes[0] ?? null, stream: false, connections, workers, round, warmUp: true });
     const result = await runLoad({ origin, connections, warmup: 0, durationMs: run.options.durationMs, requests: run.options.requests, exchange });
     if (result.errors > 0) run.notes.push(`${target} ${api} warm-up: ${result.errors} errors, e.g. ${result.errorSamples[0]}`);
   }
 }
 
-/** What one cell measures (or, with `warmUp`, drives unmeasured before the first cell: its sessions are its own). */
-type CellSetting = { target: Target; api: Api; mode: SessionMode | null; stream: boolean; connections: number; workers?: number; warmUp?: boolean };
+/**
+ * What one cell measures (or, with `warmUp`, drives unmeasured before the first cell: its
+ * sessions are its own), and in which of a service's rounds (each round's sessions are its own).
+ */
+type CellSetting = { target: Target; api: Api; mode: SessionMode | null; stream: boolean; connections: number; workers?: number; round?: number; warmUp?: boolean };
+
+/** A cell as one round measured it, in phases. */
+type MeasuredCell = { setting: CellSetting; phases: MeasuredPhase[] };
 
 /**
  * The requests of a cell. Chat completions: one session per client named in `X-Session-ID`
@@ -272,14 +301,14 @@ type CellSetting = { target: Target; api: Api; mode: SessionMode | null; stream:
  * API: each client chains its own responses with `previous_response_id` (session, pooled),
  * or sends none (new).
  */
-function exchangeOf(run: Run, { target, api, mode, stream, connections, workers, warmUp }: CellSetting): Exchange {
+function exchangeOf(run: Run, { target, api, mode, stream, connections, workers, round, warmUp }: CellSetting): Exchange {
   const continued = mode === 'session' || mode === 'pooled';
   if (api === 'responses') {
     const headers = { 'content-type': 'application/json' };
     return (stream ? responsesStreamExchange : responsesExchange)(responsesBodies(stream), () => headers, continued);
   }
   // One session per client, named by the cell so that no two cells share a session.
-  const prefix = `bench-${run.stamp}${warmUp ? '-warm-up' : ''}-${target}${workers !== undefined ? `-w${workers}` : ''}-${stream ? 'stream' : 'json'}-c${connections}`;
+  const prefix = `bench-${run.stamp}${round !== undefined ? `-r${round}` : ''}${warmUp ? '-warm-up' : ''}-${target}${workers !== undefined ? `-w${workers}` : ''}-${stream ? 'stream' : 'json'}-c${connections}`;
   const headers = Array.from({ length: connections }, (_, worker) => ({
     'content-type': 'application/json',
     ...(continued ? { 'x-session-id': `${prefix}-${worker}` } : {}),
@@ -319,19 +348,31 @@ async function measurePhase(run: Run, setting: CellSetting, origin: string, exch
   return { load, cpu: cpu! };
 }
 
-/** Records a cell measured in `phases`, prints its line, and returns each phase's window. */
-function recordCell(run: Run, setting: CellSetting, phases: MeasuredPhase[]): Window[] {
+/** A cell's requests and cores over some of its phases. */
+function summariseCell(phases: MeasuredPhase[]): { result: LoadResult; cpu: CpuUsage } {
+  return {
+    result: summariseLoad(phases.map((phase) => phase.load)),
+    cpu: averageCpu(phases.map((phase) => ({ usage: phase.cpu, seconds: phase.load.elapsedMs / 1000 }))),
+  };
+}
+
+/** Records a cell measured in one or more rounds, each in phases; prints its line when it adds several rounds up. */
+function recordCell(run: Run, setting: CellSetting, rounds: MeasuredPhase[][]): void {
   const { target, api, mode, stream, connections, workers } = setting;
-  const result = summariseLoad(phases.map((phase) => phase.load));
-  const cpu = averageCpu(phases.map((phase) => ({ usage: phase.cpu, seconds: phase.load.elapsedMs / 1000 })));
-  const cell = { target, api, mode, stream, connections, result, cpu, flagged: result.errors > 0, noisy: cpu.foreign + cpu.steal >= QUIET_CORES };
+  const { result, cpu } = summariseCell(rounds.flat());
+  const byRound = rounds.length > 1 ? { rounds: rounds.map(summariseCell).map((round) => ({ rps: round.result.rps, cpu: round.cpu })) } : {};
+  const cell = { target, api, mode, stream, connections, result, cpu, flagged: result.errors > 0, noisy: cpu.foreign + cpu.steal >= QUIET_CORES, ...byRound };
   run.cells.push(workers !== undefined ? { ...cell, workers } : cell);
+  if (rounds.length > 1) printCell(`${cellLabel(setting)}, ${rounds.length} rounds`, { result, cpu });
+}
+
+/** The progress line of a cell. */
+function printCell(label: string, { result, cpu }: { result: LoadResult; cpu: CpuUsage }): void {
   const first = result.firstPiece ? ` first p50 ${result.firstPiece.p50.toFixed(2)} ms` : '';
   const cores = Object.entries(cpu.byProcess).map(([name, used]) => `${name} ${used.toFixed(2)}`).join(', ');
   console.error(
-    `  ${cellLabel(setting)}: ${result.rps.toFixed(0)} req/s, p50 ${result.latency.p50.toFixed(2)} ms, p99 ${result.latency.p99.toFixed(2)} ms${first}, ${result.errors} errors; cores: ${cores}, other ${cpu.foreign.toFixed(2)}, steal ${cpu.steal.toFixed(2)}`,
+    `  ${label}: ${result.rps.toFixed(0)} req/s, p50 ${result.latency.p50.toFixed(2)} ms, p99 ${result.latency.p99.toFixed(2)} ms${first}, ${result.errors} errors; cores: ${cores}, other ${cpu.foreign.toFixed(2)}, steal ${cpu.steal.toFixed(2)}`,
   );
-  return phases.map((phase) => ({ api, us: phase.load.windowUs, turns: phase.load.totals.length }));
 }
 
 /** Stops a child and notes it when it died during the run or printed anything (the service logs only warnings and errors). */

@@ -35,6 +35,8 @@ export type BenchOptions = {
   apis: Api[];
   stream: boolean;
   profile: boolean;
+  /** Starts of each service target: its cells are measured once in each, and add their rounds up. */
+  rounds: number;
   /** Longest wait before a cell for other processes to leave the CPU alone. */
   quietWaitMs: number;
   dbUrl: string;
@@ -71,6 +73,8 @@ export const BENCH_USAGE = `Usage: npm run bench -- [options]
                          default session,new
   --apis LIST            of chat,responses: the APIs of the pglite and pg cells (default chat); a responses client
                          chains its turns with previous_response_id (session, pooled) or sends none (new)
+  --rounds N             start each service target (pglite, pg) N times and measure its cells in each start, a cell
+                         adding its rounds up; the Responses API comparison lists each round's ratios (default 1)
   --no-stream            skip the streaming cells
   --profile              CPU-profile the service (each API apart); alone it means --targets pglite --modes session
                          --concurrency 32 --no-stream
@@ -104,6 +108,7 @@ export function parseBenchOptions(args: string[]): BenchOptions {
       modes: { type: 'string' },
       apis: { type: 'string' },
       'no-stream': { type: 'boolean', default: false },
+      rounds: { type: 'string' },
       profile: { type: 'boolean', default: false },
       'quiet-wait': { type: 'string' },
       'db-url': { type: 'string' },
@@ -134,6 +139,7 @@ export function parseBenchOptions(args: string[]): BenchOptions {
     apis: oneOf('--apis', list(values.apis ?? 'chat'), APIS),
     stream: !values['no-stream'] && !profileOnly,
     profile: values.profile,
+    rounds: values.rounds === undefined ? 1 : count('--rounds', values.rounds),
     quietWaitMs: 1000 * (values['quiet-wait'] !== undefined ? positive('--quiet-wait', values['quiet-wait'], true) : 60),
     dbUrl: values['db-url'] ?? process.env.BENCH_DB_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
     scenarios,

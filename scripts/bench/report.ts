@@ -27,7 +27,12 @@ export type CellResult = {
   noisy: boolean;
   /** The service's worker processes (APP_WORKERS): set in the workers scenario's cells only. */
   workers?: number;
+  /** With --rounds above 1: the cell in each start of the service, whose sum the cell is. */
+  rounds?: RoundResult[];
 };
+
+/** A cell as one start of the service measured it. */
+export type RoundResult = { rps: number; cpu: CpuUsage };
 
 /** Where the run happened. */
 export type Machine = { cpuModel: string; cores: number; memoryGb: number; node: string; os: string; loadAverage: number[]; commit: string };
@@ -120,7 +125,7 @@ export function checkGoals(allCells: CellResult[]): string[] {
       goal(added <= 1.5, `${name}: p50 +${added.toFixed(2)} ms over direct (goal <= 1.5 ms)`);
     }
     if (cell.connections === 32 && cell.mode === 'session') {
-      const gateway = cpuPerRequestMs(cell, targetCores(cell));
+      const gateway = serviceCpuMs(cell);
       goal(gateway <= 1, `${name}: gateway CPU ${gateway.toFixed(2)} ms a turn (goal <= 1.0 ms)`);
       if (cell.target === 'pg') {
         const postgres = cpuPerRequestMs(cell, cell.cpu.byProcess.postgres ?? 0);
@@ -138,7 +143,7 @@ export function checkGoals(allCells: CellResult[]): string[] {
     if (direct?.result.firstPiece && cell.result.firstPiece && cell.connections === 1) {
       const added = cell.result.firstPiece.p50 - direct.result.firstPiece.p50;
       goal(added <= 1.5, `${name}: first piece p50 +${added.toFixed(2)} ms over direct (goal <= 1.5 ms)`);
-      const cpu = cpuPerRequestMs(cell, targetCores(cell));
+      const cpu = serviceCpuMs(cell);
       goal(cpu <= 2, `${name}: ${(1000 * cpu).toFixed(0)} µs of CPU a stream (goal <= 2,000 µs)`);
     }
   }
@@ -148,7 +153,7 @@ export function checkGoals(allCells: CellResult[]): string[] {
     const name = `${LABELS[cell.target]} responses (${cell.mode})${cell.stream ? ' stream' : ''} c=${cell.connections}`;
     const rate = cell.result.rps / chat.result.rps;
     goal(rate >= 0.9, `${name}: req/s ${percent(rate)} of chat completions' (goal >= 90%)`);
-    const cpu = cpuPerRequestMs(cell, targetCores(cell)) / cpuPerRequestMs(chat, targetCores(chat));
+    const cpu = serviceCpuMs(cell) / serviceCpuMs(chat);
     goal(cpu <= 1.1, `${name}: service CPU a turn ${percent(cpu)} of chat completions' (goal <= 110%)`);
   }
   // With a connection per session (session) and with sessions sharing the connections (pooled).
@@ -160,13 +165,29 @@ export function checkGoals(allCells: CellResult[]): string[] {
 }
 
 /** Cores of the process under test during a cell (the LLM itself for direct). */
-function targetCores(cell: CellResult): number {
+function targetCores(cell: Pick<CellResult, 'target' | 'cpu'>): number {
   const { bench: _bench, 'fake LLM': llm = 0, postgres: _postgres, ...rest } = cell.cpu.byProcess;
   return cell.target === 'direct' ? llm : Object.values(rest).reduce((sum, used) => sum + used, 0);
 }
 
-/** CPU milliseconds a request of `cores` used during the cell. */
-const cpuPerRequestMs = (cell: CellResult, cores: number) => (cell.result.rps > 0 ? (1000 * cores) / cell.result.rps : Number.POSITIVE_INFINITY);
+/** CPU milliseconds a request of `cores` used during the cell (or one of its rounds). */
+const cpuPerRequestMs = (cell: { result: { rps: number } }, cores: number) => (cell.result.rps > 0 ? (1000 * cores) / cell.result.rps : Number.POSITIVE_INFINITY);
+
+/** The service's CPU milliseconds a turn in a cell of the service (or one of its rounds). */
+const serviceCpuMs = (cell: { target: Target; result: { rps: number }; cpu: CpuUsage }) => cpuPerRequestMs(cell, targetCores(cell));
+
+/**
+ * A Responses API cell's ratios to its chat twin in each round both were measured in
+ * (responses / chat): req/s and the service's CPU a turn. Empty with one round.
+ */
+export function roundRatios(chat: CellResult, responses: CellResult): Array<{ rps: number; cpu: number }> {
+  const pairs = (responses.rounds ?? []).flatMap((round, index) => {
+    const twin = chat.rounds?.[index];
+    return twin ? [{ chat: twin, responses: round }] : [];
+  });
+  const cpuOf = (round: RoundResult) => serviceCpuMs({ target: chat.target, result: round, cpu: round.cpu });
+  return pairs.map((pair) => ({ rps: pair.responses.rps / pair.chat.rps, cpu: cpuOf(pair.responses) / cpuOf(pair.chat) }));
+}
 
 /** The cells of the throughput scenario (the workers scenario's have a worker count). */
 const throughputCells = (cells: CellResult[]) => cells.filter((cell) => cell.workers === undefined);
@@ -232,10 +253,13 @@ function apiSection(allCells: CellResult[]): Section | undefined {
     'pg cpu ms/turn chat',
     'pg cpu ms/turn responses',
   ];
+  const rounds = pairs.some(({ responses }) => responses.rounds !== undefined);
+  if (rounds) headers.push('req/s ratio by round', 'cpu ratio by round');
   const rows = pairs.map(({ chat, responses }) => {
-    const serviceCpu = (cell: CellResult) => cpuPerRequestMs(cell, targetCores(cell));
     const postgresCpu = (cell: CellResult) => cpuPerRequestMs(cell, cell.cpu.byProcess.postgres ?? 0);
-    const [chatCpu, responsesCpu, chatPg, responsesPg] = [serviceCpu(chat), serviceCpu(responses), postgresCpu(chat), postgresCpu(responses)];
+    const [chatCpu, responsesCpu, chatPg, responsesPg] = [serviceCpuMs(chat), serviceCpuMs(responses), postgresCpu(chat), postgresCpu(responses)];
+    const byRound = roundRatios(chat, responses);
+    const listed = (ratios: number[]) => ratios.map((value) => value.toFixed(2)).join(' ');
     const hasPg = chat.target === 'pg';
     return [
       LABELS[chat.target],
@@ -253,6 +277,7 @@ function apiSection(allCells: CellResult[]): Section | undefined {
       ratio(responsesCpu / chatCpu),
       hasPg ? chatPg.toFixed(2) : '',
       hasPg ? responsesPg.toFixed(2) : '',
+      ...(rounds ? [listed(byRound.map((round) => round.rps)), listed(byRound.map((round) => round.cpu))] : []),
     ];
   });
   return {
@@ -260,6 +285,7 @@ function apiSection(allCells: CellResult[]): Section | undefined {
     table: { headers, rows },
     lines: [
       'Each API was measured in two halves of the cell time, in the order of --apis and back (A B B A) at each setting, its halves added together: a later cell runs on a larger database.',
+      ...(rounds ? ['With --rounds, the service was started afresh for each round, which measured every cell: a cell and its ratios add all rounds up; the last two columns give the ratios of each round.'] : []),
       'A turn through /v1/responses is meant to cost within 10% of the same turn through chat completions: req/s ratio >= 0.90, cpu ratio <= 1.10.',
     ],
   };

@@ -24,6 +24,13 @@ describe('parseBenchOptions', () => {
     expect(() => parseBenchOptions(['--scenario', 'latency'])).to.throw(/--scenario: unknown latency \(allowed: throughput,/);
   });
 
+  it('measures each service target in one start unless --rounds asks for more, and refuses a round count that is not a whole number', () => {
+    expect(parseBenchOptions([]).rounds).to.equal(1);
+    expect(parseBenchOptions(['--rounds', '5']).rounds).to.equal(5);
+    expect(() => parseBenchOptions(['--rounds', '0'])).to.throw(/--rounds must be a positive number, got '0'/);
+    expect(() => parseBenchOptions(['--rounds', '1.5'])).to.throw(/--rounds must be a whole number, got '1.5'/);
+  });
+
   it('rejects a worker count that is not a whole number', () => {
     expect(() => parseBenchOptions(['--workers', '1,2.5'])).to.throw(/--workers must be a whole number, got '2.5'/);
   });

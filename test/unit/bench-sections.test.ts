@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { recallSection } from '../../scripts/bench/recall-latency.js';
+import { roundRatios, type CellResult } from '../../scripts/bench/report.js';
 import type { RecallCase } from '../../scripts/bench/recall-probe.js';
 import { sessionMemorySection } from '../../scripts/bench/session-memory.js';
 import type { MemoryReading, SessionMemoryProbeResult } from '../../scripts/bench/session-memory-probe.js';
@@ -67,5 +68,42 @@ describe('recallSection', () => {
       'Bitmap Index Scan on memories_user_id_idx + sort',
       'Index Scan using memories_embedding_hnsw_idx',
     ]);
+  });
+});
+
+describe('roundRatios', () => {
+  const cell = (api: 'chat' | 'responses', rounds?: Array<[rps: number, serviceCores: number]>): CellResult => ({
+    target: 'pg',
+    api,
+    mode: 'session',
+    stream: false,
+    connections: 32,
+    result: { ok: 0, errors: 0, errorSamples: [], elapsedMs: 1000, rps: 1000, latency: { p50: 1, p95: 1, p99: 1, mean: 1, max: 1 }, windowUs: [0, 1] },
+    cpu: { byProcess: {}, foreign: 0, steal: 0 },
+    flagged: false,
+    noisy: false,
+    ...(rounds ? { rounds: rounds.map(([rps, cores]) => ({ rps, cpu: { byProcess: { bench: 0.1, 'fake LLM': 0.2, 'service pg': cores, postgres: 0.3 }, foreign: 0, steal: 0 } })) } : {}),
+  });
+
+  it("gives each round's req/s ratio and ratio of the service's CPU a turn, leaving the bench, the LLM and PostgreSQL out", () => {
+    const chat = cell('chat', [
+      [1000, 1.0],
+      [800, 1.0],
+    ]);
+    const responses = cell('responses', [
+      [900, 1.0],
+      [800, 0.8],
+    ]);
+    const ratios = roundRatios(chat, responses);
+    expect(ratios).to.have.length(2);
+    expect(ratios[0]!.rps).to.be.closeTo(0.9, 1e-9);
+    // 1.0 core / 900 req/s against 1.0 core / 1000 req/s.
+    expect(ratios[0]!.cpu).to.be.closeTo(1000 / 900, 1e-9);
+    expect(ratios[1]!.rps).to.be.closeTo(1, 1e-9);
+    expect(ratios[1]!.cpu).to.be.closeTo(0.8, 1e-9);
+  });
+
+  it('is empty for cells measured in one round', () => {
+    expect(roundRatios(cell('chat'), cell('responses'))).to.deep.equal([]);
   });
 });
