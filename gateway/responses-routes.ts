@@ -105,8 +105,15 @@ type ResponseTurn = {
   signal: AbortSignal;
 };
 
-/** The session turn of a response, continuing where its continuation says. */
-function turnRequestOf(deps: ResponsesRouterDeps, request: ResponsesRequest, userId: string, continuation: Continuation | undefined, requestId: string | undefined): TurnRequest {
+/** The session turn of a response, continuing where its continuation says, with the record of its response when one is kept. */
+function turnRequestOf(
+  deps: ResponsesRouterDeps,
+  request: ResponsesRequest,
+  userId: string,
+  continuation: Continuation | undefined,
+  requestId: string | undefined,
+  responseRecord?: TurnRequest['responseRecord'],
+): TurnRequest {
   // The instructions go after the agent's system prompt, as a client's system message does.
   const instructions: ChatMessage[] = request.instructions ? [{ role: 'system', content: request.instructions }] : [];
   return {
@@ -122,12 +129,13 @@ function turnRequestOf(deps: ResponsesRouterDeps, request: ResponsesRequest, use
       temperature: request.temperature ?? deps.defaults.temperature,
       max_tokens: request.max_output_tokens ?? deps.defaults.maxTokens,
     },
+    responseRecord,
   };
 }
 
 /** Runs the turn of a response and answers it, as JSON or as a stream of events. */
 async function answerTurn({ deps, request, userId, frame, continuation, res, signal }: ResponseTurn): Promise<void> {
-  const turn = turnRequestOf(deps, request, userId, continuation, res.locals.requestId as string | undefined);
+  const turnOf: TurnOf = (responseRecord) => turnRequestOf(deps, request, userId, continuation, res.locals.requestId as string | undefined, responseRecord);
   // Stored with the turn's end, before the client has it, so that it can be continued as soon as it arrives.
   const recordOf: RecordOf = (body, outcome) =>
     frame.store
@@ -142,13 +150,13 @@ async function answerTurn({ deps, request, userId, frame, continuation, res, sig
         }
       : undefined;
   if (request.stream) {
-    await streamResponse(deps.supervisor, turn, frame, res, signal, recordOf);
+    await streamResponse(deps.supervisor, turnOf, frame, res, signal, recordOf);
     return;
   }
   // The response is made once, for the client and for its stored record.
   let answer: ResponseObject | undefined;
-  const responseRecord = (ended: TurnOutcome) => recordOf((answer = finishedResponse(frame, ended)), ended);
-  const outcome = await deps.supervisor.runTurn({ ...turn, responseRecord }, { signal, onSessionReady: (sessionId) => res.set('X-Session-ID', sessionId) });
+  const turn = turnOf((ended) => recordOf((answer = finishedResponse(frame, ended)), ended));
+  const outcome = await deps.supervisor.runTurn(turn, { signal, onSessionReady: (sessionId) => res.set('X-Session-ID', sessionId) });
   if (signal.aborted) return;
   sendJsonText(res, JSON.stringify(answer ?? finishedResponse(frame, outcome)));
 }
@@ -156,8 +164,11 @@ async function answerTurn({ deps, request, userId, frame, continuation, res, sig
 /** The stored record of a turn's response (undefined with `store: false`). */
 type RecordOf = (body: ResponseObject, outcome: TurnOutcome) => NewResponseRecord | undefined;
 
+/** The session turn of a response, given how its record is made. */
+type TurnOf = (responseRecord: NonNullable<TurnRequest['responseRecord']>) => TurnRequest;
+
 /** One streamed response: its events as the turn produces them. */
-async function streamResponse(supervisor: Supervisor, turn: TurnRequest, frame: ResponseFrame, res: Response, signal: AbortSignal, recordOf: RecordOf): Promise<void> {
+async function streamResponse(supervisor: Supervisor, turnOf: TurnOf, frame: ResponseFrame, res: Response, signal: AbortSignal, recordOf: RecordOf): Promise<void> {
   const sse = new SseWriter(res);
   const events = new ResponseEventStream(sse, frame);
   const { handlers, begin } = streamingHandlers(sse, res, signal, {
@@ -174,7 +185,7 @@ async function streamResponse(supervisor: Supervisor, turn: TurnRequest, frame: 
     return (body ??= events.close(outcome));
   };
   try {
-    const outcome = await supervisor.runTurn({ ...turn, responseRecord: (ended) => recordOf(close(ended), ended) }, handlers);
+    const outcome = await supervisor.runTurn(turnOf((ended) => recordOf(close(ended), ended)), handlers);
     if (signal.aborted) return;
     events.end(close(outcome));
   } catch (error) {

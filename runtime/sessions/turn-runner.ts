@@ -194,7 +194,9 @@ export class TurnRunner {
       };
       // The decided calls' results are stored whatever becomes of the turn: the approved ones ran.
       const ended = [...decided.map((result) => toTurn(toolMessage(result))), ...activity, ...replyTurns];
-      const response = answered ? request.responseRecord?.({ ...outcome, historyHash: progress.historyHash }) : undefined;
+      // The outcome with its history hash, made once: for the response's record and for the caller.
+      const finished = { ...outcome, historyHash: progress.historyHash };
+      const response = answered ? request.responseRecord?.(finished) : undefined;
       await store.persistEnd(sessionId, ended, request.userId, progress, fence, response);
       const recent = plan.recent && [...plan.recent, ...plan.toStore, ...ended].slice(-settings.shortTermTurns);
       this.cache.remember(sessionId, { ...session, ...progress, lastActive: new Date() }, recent, response?.id);
@@ -218,7 +220,7 @@ export class TurnRunner {
         outcome: cancelled ? 'cancelled' : failure ? 'llm_error' : 'ok',
         usage: usageTotal(turn.usage),
       });
-      return { ...outcome, historyHash: progress.historyHash };
+      return finished;
     } catch (error) {
       // Which of the turn's writes committed is not known here: the next turn reads its last turns.
       this.cache.forgetRecent(sessionId);
