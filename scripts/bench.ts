@@ -240,7 +240,7 @@ async function measureTarget(
   modes: (SessionMode | null)[],
   apis: Api[],
   withStream: boolean,
-  start: { workers?: number; round?: number } = {},
+  start: Pick<CellSetting, 'workers' | 'round'> = {},
 ): Promise<MeasuredCell[]> {
   const cells: MeasuredCell[] = [];
   for (const mode of modes) {
