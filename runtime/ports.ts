@@ -49,14 +49,17 @@ export type ResponseRecord = {
   /** The session's history hash right after this response. */
   historyHash: string;
   /** The response object as the API returns it. */
-  body: Record<string, unknown>;
+  body: ResponseBody;
   /** The input items of the request, with their ids. */
   input: Array<Record<string, unknown>>;
   createdAt: Date;
 };
 
+/** A response object as the API returns it: `status` is one of its fields. */
+export type ResponseBody = Record<string, unknown> & { status: string };
+
 /** Where a stored response ended, and where its session is now (`sessionLive` false: its session is deleted or gone). */
-export type ResponseEnd = Pick<ResponseRecord, 'id' | 'userId' | 'sessionId' | 'historyHash'> & { status: string | null; sessionLive: boolean; sessionHistoryHash: string | null };
+export type ResponseEnd = Pick<ResponseRecord, 'id' | 'userId' | 'sessionId' | 'historyHash'> & { status: string; sessionLive: boolean; sessionHistoryHash: string | null };
 
 /** A response before it is stored (its body is stored without its defaults: see storage/stored-response-body.ts). */
 export type NewResponseRecord = Omit<ResponseRecord, 'createdAt'>;
@@ -84,7 +87,7 @@ export interface ResponseStore {
 export type StoredResponseEvent = { sequence: number; type: string; data: string };
 
 /** How a background response ended: its final body, and where its session then is. */
-export type BackgroundResponseEnd = { body: Record<string, unknown>; historyHash: string; sessionId: string };
+export type BackgroundResponseEnd = { body: ResponseBody; historyHash: string; sessionId: string };
 
 /** A background response's run as its process sees it on renewing. */
 export type BackgroundRunState = { id: string; cancelRequested: boolean };
@@ -97,7 +100,7 @@ export interface BackgroundResponseStore {
   /** Stores a new response (its body as it starts, `queued`), its first events, and its run by `runner`, alive for `leaseMs`. */
   start(record: NewResponseRecord, events: StoredResponseEvent[], runner: string, leaseMs: number): Promise<void>;
   /** Appends events and, when given, sets the response's body as it stands now. */
-  record(id: string, events: StoredResponseEvent[], body?: Record<string, unknown>): Promise<void>;
+  record(id: string, events: StoredResponseEvent[], body?: ResponseBody): Promise<void>;
   /** Ends a run: the response's final body, history hash and session, and its last events. */
   finish(id: string, end: BackgroundResponseEnd, events: StoredResponseEvent[]): Promise<void>;
   /**

@@ -30,9 +30,9 @@ export function createBackgroundResponseRepository(db: Kysely<DatabaseSchema>): 
   return {
     async start(record, events, runner, leaseMs) {
       await sql`with response as (
-          insert into responses (id, user_id, session_id, previous_response_id, history_hash, body, input)
+          insert into responses (id, user_id, session_id, previous_response_id, history_hash, status, body, input)
           values (${record.id}, ${record.userId}, ${record.sessionId}, ${record.previousResponseId}, ${record.historyHash},
-            ${storedResponseBody(record.body)}::jsonb, ${toJsonText(record.input)}::jsonb)
+            ${record.body.status}, ${storedResponseBody(record.body)}, ${toJsonText(record.input)})
           returning id
         ), appended as (
           insert into response_events (response_id, sequence, type, data)
@@ -44,14 +44,15 @@ export function createBackgroundResponseRepository(db: Kysely<DatabaseSchema>): 
 
     async record(id, events, body) {
       await sql`with appended as (${appendEvents(id, events)})
-        update responses set body = coalesce(${body === undefined ? null : storedResponseBody(body)}::jsonb, body) where id = ${id}`.execute(db);
+        update responses set status = coalesce(${body?.status ?? null}, status), body = coalesce(${body === undefined ? null : storedResponseBody(body)}, body)
+        where id = ${id}`.execute(db);
     },
 
     async finish(id, end, events) {
       await sql`with appended as (${appendEvents(id, events)}), ended as (
           delete from background_runs where response_id = ${id}
         )
-        update responses set body = ${storedResponseBody(end.body)}::jsonb, history_hash = ${end.historyHash}, session_id = ${end.sessionId}
+        update responses set status = ${end.body.status}, body = ${storedResponseBody(end.body)}, history_hash = ${end.historyHash}, session_id = ${end.sessionId}
         where id = ${id}`.execute(db);
     },
 
@@ -73,10 +74,10 @@ export function createBackgroundResponseRepository(db: Kysely<DatabaseSchema>): 
       const { rows } = await sql<{ id: string }>`with lapsed as (
           delete from background_runs where ${everyRun}::boolean or expires_at < now() returning response_id
         ), failed as (
-          update responses set body = jsonb_set(jsonb_set(body, '{status}', '"failed"'), '{error}',
-              jsonb_build_object('code', 'server_error', 'message', ${message}::text))
+          update responses set status = 'failed',
+            body = (body::jsonb || jsonb_build_object('error', jsonb_build_object('code', 'server_error', 'message', ${message}::text)))::text
           where id in (select response_id from lapsed)
-          returning id, ${RESPONSE_BODY_DEFAULTS_JSON}::jsonb || jsonb_build_object('id', id) || body as body
+          returning id, ${RESPONSE_BODY_DEFAULTS_JSON}::jsonb || jsonb_build_object('id', id, 'status', status) || body::jsonb as body
         ), appended as (
           insert into response_events (response_id, sequence, type, data)
           select failed.id, coalesce(last.sequence, -1) + 1, 'response.failed',

@@ -38,10 +38,12 @@ export type ResponsesTable = {
   session_id: string;
   previous_response_id: string | null;
   history_hash: string;
-  /** jsonb: written as JSON text without the response's id and defaults (see stored-response-body.ts), read back parsed. */
-  body: ColumnType<Record<string, unknown>, string, string>;
-  /** jsonb: written as JSON text, read back parsed. */
-  input: ColumnType<Array<Record<string, unknown>>, string, string>;
+  /** The response's status (`queued`, `in_progress`, `completed`, `failed`, `cancelled`). */
+  status: string;
+  /** The response object as JSON text, without its id, status and defaults (see stored-response-body.ts). */
+  body: string;
+  /** The input items as JSON text. */
+  input: string;
   created_at: CreatedTimestamp;
 };
 

@@ -9,7 +9,7 @@ import { responseBodyOf } from './stored-response-body.js';
  * Responses' ends and their sessions' state now: what continuing one needs, read on every
  * `previous_response_id`, so prepared, batched and without the responses' bodies.
  */
-const ENDS_OF_RESPONSES = hotStatement(`select responses.id, responses.user_id, responses.session_id, responses.history_hash, responses.body->>'status' as status,
+const ENDS_OF_RESPONSES = hotStatement(`select responses.id, responses.user_id, responses.session_id, responses.history_hash, responses.status,
     sessions.deleted_at is null and sessions.session_id is not null as session_live, sessions.history_hash as session_history_hash
   from responses left join sessions on sessions.session_id = responses.session_id
   where responses.id = any($1::varchar[])`);
@@ -21,9 +21,9 @@ const CHAIN_TO = `with recursive chain as (
     select earlier.*, chain.depth + 1 from responses earlier join chain on earlier.id = chain.previous_response_id
     where chain.depth < $2
   )
-  select id, user_id, session_id, previous_response_id, history_hash, body, input, created_at from chain order by depth desc`;
+  select id, user_id, session_id, previous_response_id, history_hash, status, body, input, created_at from chain order by depth desc`;
 
-type EndRow = { id: string; user_id: string; session_id: string; history_hash: string; status: string | null; session_live: boolean; session_history_hash: string | null };
+type EndRow = { id: string; user_id: string; session_id: string; history_hash: string; status: string; session_live: boolean; session_history_hash: string | null };
 
 function toEnd(row: EndRow): ResponseEnd {
   return {
@@ -86,8 +86,8 @@ function toRecord(row: Selectable<ResponsesTable>): ResponseRecord {
     sessionId: row.session_id,
     previousResponseId: row.previous_response_id,
     historyHash: row.history_hash,
-    body: responseBodyOf(row.id, row.body),
-    input: row.input,
+    body: responseBodyOf(row.id, row.status, JSON.parse(row.body) as Record<string, unknown>),
+    input: JSON.parse(row.input) as Array<Record<string, unknown>>,
     createdAt: row.created_at,
   };
 }

@@ -8,6 +8,7 @@ import { toJsonText } from './json-text.js';
 import { storedResponseBody } from './stored-response-body.js';
 import type { DatabaseSchema, SessionsTable, SessionTransitionsTable } from './database-schema.js';
 import { rowLimit } from './row-limit.js';
+import { binaryTextArray } from './binary-text-array.js';
 
 /** A snapshot as stored: JSON text with lone surrogates replaced, or null. */
 function snapshotText(progress: SessionProgress): string | null {
@@ -27,7 +28,7 @@ function snapshotText(progress: SessionProgress): string | null {
  * either way (their client had the answer). Returns the sessions whose progress was stored.
  */
 const COMPLETE_TURNS = hotStatement(`with turn as (
-    select * from unnest($1::varchar[], $2::integer[], $3::text[], $4::varchar[], $5::text[], $6::varchar[], $7::bigint[], $14::text[])
+    select * from unnest($1::varchar[], $2::integer[], $3::text[], $4::varchar[], $5::text[], $6::varchar[], $7::bigint[], $13::text[])
       as turn(session_id, transitions, snapshot, current_state, history_hash, holder, generation, usage)
   ), fenced as (
     select lease.session_id from session_leases lease join turn on turn.session_id = lease.session_id
@@ -46,10 +47,8 @@ const COMPLETE_TURNS = hotStatement(`with turn as (
   ), stored as (
     ${insertRecordColumns(9)}
   ), kept as (
-    insert into responses (id, user_id, session_id, previous_response_id, history_hash, body, input)
-    select id, user_id, session_id, previous_response_id, history_hash, body, input
-    from jsonb_to_recordset($13::jsonb)
-      as kept(id varchar, user_id varchar, session_id varchar, previous_response_id varchar, history_hash text, body jsonb, input jsonb)
+    insert into responses (id, user_id, session_id, previous_response_id, history_hash, status, body, input)
+    select * from unnest($14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::text[])
     on conflict (id) do nothing
   )
   update sessions set snapshot = turn.snapshot::jsonb, current_state = turn.current_state, transitions = turn.transitions,
@@ -89,22 +88,26 @@ function turnEndParameters(ends: TurnEnd[]): unknown[] {
     ends.map((end) => end.fence?.generation ?? null),
     JSON.stringify(log),
     ...recordColumns(ends.flatMap((end) => end.records)),
-    `[${ends.flatMap(({ response }) => (response ? [responseRow(response)] : [])).join(',')}]`,
     ends.map((end) => (end.progress.usage ? toJsonText(end.progress.usage) : null)),
+    ...responseColumns(ends.flatMap(({ response }) => (response ? [response] : []))),
   ];
 }
 
-/** A response as a row of the `responses` table, for `jsonb_to_recordset`: JSON text, its body as it is stored. */
-function responseRow(response: NewResponseRecord): string {
-  const columns = toJsonText({
-    id: response.id,
-    user_id: response.userId,
-    session_id: response.sessionId,
-    previous_response_id: response.previousResponseId,
-    history_hash: response.historyHash,
-    input: response.input,
-  });
-  return `${columns.slice(0, -1)},"body":${storedResponseBody(response.body)}}`;
+/**
+ * Responses as the columns of their rows, each a `text[]` in binary form: the database copies
+ * the body's and the input's JSON text as it is, where a JSON parameter had it parse every byte.
+ */
+function responseColumns(responses: NewResponseRecord[]): Buffer[] {
+  return [
+    binaryTextArray(responses.map((response) => response.id)),
+    binaryTextArray(responses.map((response) => response.userId)),
+    binaryTextArray(responses.map((response) => response.sessionId)),
+    binaryTextArray(responses.map((response) => response.previousResponseId)),
+    binaryTextArray(responses.map((response) => response.historyHash)),
+    binaryTextArray(responses.map((response) => response.body.status)),
+    binaryTextArray(responses.map((response) => storedResponseBody(response.body))),
+    binaryTextArray(responses.map((response) => toJsonText(response.input))),
+  ];
 }
 
 /** The sessions table behind the runtime's SessionStore port. */

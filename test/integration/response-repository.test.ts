@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { sql } from 'kysely';
-import type { NewResponseRecord, ResponseStore, SessionProgress, SessionStore } from '../../runtime/ports.js';
+import type { NewResponseRecord, ResponseBody, ResponseStore, SessionProgress, SessionStore } from '../../runtime/ports.js';
 import { createResponseRepository, createSessionRepository, migrateToLatest } from '../../storage/index.js';
 import { databaseTargets } from '../support/databases.js';
 import { responseBody } from '../../gateway/responses-format.js';
@@ -13,7 +13,7 @@ import type { TestDatabase } from '../support/databases.js';
  * A response object with every field `responseBody` (gateway/responses-format.ts) gives it, at
  * its default unless set in `fields`.
  */
-function responseObject(id: string, fields: Record<string, unknown> = {}): Record<string, unknown> {
+function responseObject(id: string, fields: Record<string, unknown> = {}): ResponseBody {
   const frame = { id, createdAt: 1, request: { model: 'm', input: 'hi', ...fields } as ResponsesRequest, store: true };
   return { ...responseBody(frame, { status: 'completed', output: [] }), ...fields };
 }
@@ -64,9 +64,22 @@ for (const target of databaseTargets()) {
       const id = `resp_${randomUUID().replaceAll('-', '')}`;
       const body = responseObject(id, { instructions: 'Be brief.', temperature: 0.2, tools: [{ type: 'function', name: 'f', description: null, parameters: null, strict: true }] });
       await storeWithTurn({ id, historyHash: 'h-compact', body });
-      const [row] = await database.db.selectFrom('responses').select('body').where('id', '=', id).execute();
-      expect(row!.body).to.deep.equal({ created_at: 1, status: 'completed', instructions: 'Be brief.', model: 'm', output: [], temperature: 0.2, tools: body.tools });
+      const [row] = await database.db.selectFrom('responses').select(['status', 'body']).where('id', '=', id).execute();
+      expect(row!.status).to.equal('completed');
+      expect(JSON.parse(row!.body)).to.deep.equal({ created_at: 1, instructions: 'Be brief.', model: 'm', output: [], temperature: 0.2, tools: body.tools });
       expect((await responses.get(id))!.body).to.deep.equal(body);
+    });
+
+    it("stores the body's and the input's JSON text as the service wrote it, its escapes and every script whole", async () => {
+      const id = `resp_${randomUUID().replaceAll('-', '')}`;
+      const text = 'Echo: "quoted" \\ back\\slash, tab\t, naïve 😀 日本語';
+      const body = responseObject(id, { output: [{ type: 'message', content: [{ type: 'output_text', text }] }] });
+      const input = [{ id: 'msg_1', type: 'message', role: 'user', content: [{ type: 'input_text', text }] }];
+      await storeWithTurn({ id, historyHash: 'h-text', body, input });
+      const [row] = await database.db.selectFrom('responses').select(['body', 'input']).where('id', '=', id).execute();
+      expect(row!.input).to.equal(JSON.stringify(input));
+      expect(row!.body).to.include(JSON.stringify(text));
+      expect(await responses.get(id)).to.deep.include({ body, input });
     });
 
     it('reads a body stored whole, as bodies were before they were stored without their defaults, as it was', async () => {
@@ -78,10 +91,10 @@ for (const target of databaseTargets()) {
     });
 
     it('stores a response once when the end of its turn is written again (a retry after a lost acknowledgement)', async () => {
-      const response = await storeWithTurn({ historyHash: 'h-retry', body: { n: 1 } });
-      await sessions.completeTurn(response.sessionId, [], progressTo('h-retry'), undefined, { ...response, body: { n: 2 } });
+      const response = await storeWithTurn({ historyHash: 'h-retry', body: { status: 'completed', n: 1 } });
+      await sessions.completeTurn(response.sessionId, [], progressTo('h-retry'), undefined, { ...response, body: { status: 'completed', n: 2 } });
       const rows = await database.db.selectFrom('responses').select('body').where('id', '=', response.id).execute();
-      expect(rows).to.deep.equal([{ body: { n: 1 } }]);
+      expect(rows).to.deep.equal([{ body: '{"n":1}' }]);
     });
 
     it('keeps a response of a usual size (about 2.3 kB) whole in its row, none of it in the TOAST table', async () => {
@@ -102,7 +115,7 @@ for (const target of databaseTargets()) {
     });
 
     it('stores a lone surrogate of a reply as U+FFFD instead of failing the write', async () => {
-      const response = await storeWithTurn({ historyHash: 'h', body: { instructions: 'a\ud800b' } });
+      const response = await storeWithTurn({ historyHash: 'h', body: { status: 'completed', instructions: 'a\ud800b' } });
       expect((await responses.get(response.id))!.body).to.deep.include({ instructions: 'a\uFFFDb' });
     });
 

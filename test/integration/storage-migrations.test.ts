@@ -1,6 +1,7 @@
 import { expect } from 'chai';
-import { sql } from 'kysely';
-import { MEMORY_MIGRATION_TABLE, migrateToLatest } from '../../storage/index.js';
+import { Migrator, sql } from 'kysely';
+import { coreMigrations } from '../../storage/migrations.js';
+import { createResponseRepository, MEMORY_MIGRATION_TABLE, migrateToLatest } from '../../storage/index.js';
 import type { MigrateOptions } from '../../storage/index.js';
 import { databaseTargets } from '../support/databases.js';
 import type { TestDatabase } from '../support/databases.js';
@@ -20,6 +21,7 @@ const CORE_NAMES = [
   '0012_session_usage',
   '0013_session_calls',
   '0014_responses_inline',
+  '0015_responses_as_text',
 ];
 const CORE = CORE_NAMES.map((name) => `core/${name}`);
 const MEMORY = ['memory/0001_memories', 'memory/0002_memory_embedder'];
@@ -107,6 +109,40 @@ for (const target of databaseTargets()) {
         'metadata?',
         'usage',
       ]);
+    });
+
+    it("keeps every stored response when its body and input become text: the status in a column, the body read back as it was", async () => {
+      const upgraded = await target.open({ vector: false });
+      try {
+        // Kept beside the tables, as migrateToLatest keeps them (the server's tests run in a schema of their own).
+        const { rows: schemas } = await sql<{ schema: string }>`select current_schema() as schema`.execute(upgraded.db);
+        const migrator = new Migrator({ db: upgraded.db, provider: { getMigrations: async () => coreMigrations }, migrationTableSchema: schemas[0]!.schema });
+        expect((await migrator.migrateTo('0014_responses_inline')).error).to.equal(undefined);
+        const input = [{ id: 'msg_1', type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi "there"' }] }];
+        const bodies = {
+          resp_done: { created_at: 1, status: 'completed', model: 'm', output: [{ type: 'message', content: [{ type: 'output_text', text: 'Echo: hi' }] }] },
+          resp_failed: { created_at: 2, status: 'failed', model: 'm', output: [], error: { code: 'server_error', message: 'LLM down' } },
+        };
+        for (const [id, body] of Object.entries(bodies)) {
+          await sql`insert into responses (id, user_id, session_id, history_hash, body, input)
+            values (${id}, 'alice', 's1', 'h', ${JSON.stringify(body)}::jsonb, ${JSON.stringify(input)}::jsonb)`.execute(upgraded.db);
+        }
+        await migrateToLatest(upgraded, { vector: false, embeddingDimensions: 3 });
+        const { rows } = await sql<{ id: string; status: string; body: string }>`select id, status, body from responses order by id`.execute(upgraded.db);
+        expect(rows.map((row) => [row.id, row.status, 'status' in (JSON.parse(row.body) as object)])).to.deep.equal([
+          ['resp_done', 'completed', false],
+          ['resp_failed', 'failed', false],
+        ]);
+        const responses = createResponseRepository(upgraded.db);
+        for (const [id, body] of Object.entries(bodies)) {
+          const record = await responses.get(id);
+          expect(record?.body).to.deep.include({ id, ...body });
+          expect(record?.input).to.deep.equal(input);
+        }
+        expect(await responses.endOf('resp_failed')).to.deep.include({ status: 'failed' });
+      } finally {
+        await upgraded.close();
+      }
     });
 
     if (target.hasVector) {

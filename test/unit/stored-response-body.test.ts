@@ -13,12 +13,12 @@ function completed(request: Partial<ResponsesRequest>, frame: Partial<ResponseFr
 }
 
 /** A body as the column keeps it, then as a reader gets it back. */
-const roundTrip = (body: Record<string, unknown>) => responseBodyOf(ID, JSON.parse(storedResponseBody(body)) as Record<string, unknown>);
+const roundTrip = (body: Record<string, unknown> & { status: string }) => responseBodyOf(ID, body.status, JSON.parse(storedResponseBody(body)) as Record<string, unknown>);
 
 describe('the stored form of a response body', () => {
-  it('leaves out the id and every field at its default: what a turn made, the model and the instructions stay', () => {
+  it('leaves out the id, the status (columns of the row) and every field at its default: what a turn made, the model and the instructions stay', () => {
     const stored = JSON.parse(storedResponseBody(completed({ instructions: 'Be brief.' }))) as Record<string, unknown>;
-    expect(Object.keys(stored)).to.deep.equal(['created_at', 'status', 'instructions', 'model', 'output', 'usage']);
+    expect(Object.keys(stored)).to.deep.equal(['created_at', 'instructions', 'model', 'output', 'usage']);
   });
 
   it('reads back a response made with every default as it was made, its fields in the order the gateway makes them', () => {
@@ -53,12 +53,12 @@ describe('the stored form of a response body', () => {
   it('reads back a failed response with its error, and a body stored whole as it was', () => {
     const failed = responseBody({ id: ID, createdAt: 1, request: { model: 'm', input: 'hi' } as ResponsesRequest, store: true }, { status: 'failed', output: [], error: { code: 'server_error', message: 'LLM down' } });
     expect(roundTrip(failed)).to.deep.equal(failed);
-    expect(responseBodyOf(ID, JSON.parse(JSON.stringify(failed)) as Record<string, unknown>)).to.deep.equal(failed);
+    expect(responseBodyOf(ID, 'failed', JSON.parse(JSON.stringify(failed)) as Record<string, unknown>)).to.deep.equal(failed);
   });
 
   it('gives SQL the defaults that a whole body has: a stored body merged over them is the body read back', () => {
     const body = completed({ metadata: { a: '1' } });
-    const merged = { ...(JSON.parse(RESPONSE_BODY_DEFAULTS_JSON) as object), id: ID, ...(JSON.parse(storedResponseBody(body)) as object) };
+    const merged = { ...(JSON.parse(RESPONSE_BODY_DEFAULTS_JSON) as object), id: ID, status: body.status, ...(JSON.parse(storedResponseBody(body)) as object) };
     expect(merged).to.deep.equal(body);
   });
 });
