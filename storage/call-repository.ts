@@ -1,7 +1,7 @@
 import type { Kysely, Selectable } from 'kysely';
 import type { CallRecord, CallStore, NewCallRecord } from '../runtime/ports.js';
 import type { DatabaseSchema, SessionCallsTable } from './database-schema.js';
-import { toJsonText } from './json-text.js';
+import { toJsonText } from '../runtime/json-text.js';
 import { rowLimit } from './row-limit.js';
 
 /** The `session_calls` table behind the runtime's CallStore port (`inspect.store_calls`). */

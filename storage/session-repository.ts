@@ -4,7 +4,7 @@ import type { LeaseFence, NewConversationRecord, NewResponseRecord, NewSession, 
 import { insertRecordColumns, recordColumns } from './conversation-repository.js';
 import { GroupCommit } from './group-commit.js';
 import { hotStatement } from './prepared-statements.js';
-import { toJsonText } from './json-text.js';
+import { toJsonText } from '../runtime/json-text.js';
 import { storedResponseBody } from './stored-response-body.js';
 import type { DatabaseSchema, SessionsTable, SessionTransitionsTable } from './database-schema.js';
 import { rowLimit } from './row-limit.js';

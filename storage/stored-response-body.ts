@@ -1,4 +1,4 @@
-import { toJsonText } from './json-text.js';
+import { toJsonText } from '../runtime/json-text.js';
 
 /**
  * The fields of a response object in the order `responseBody` (gateway/responses-format.ts)
