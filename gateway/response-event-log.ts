@@ -1,4 +1,4 @@
-import type { BackgroundResponseEnd, BackgroundResponseStore, NewResponseRecord, ResponseBody, StoredResponseEvent } from '../runtime/ports.js';
+import type { BackgroundResponseEnd, BackgroundResponseStore, NewResponseRecord, ResponseBodyText, StoredResponseEvent } from '../runtime/ports.js';
 import type { ResponseEventSink } from './responses-stream.js';
 
 /** How long an event waits for the ones after it before they are stored together. */
@@ -9,7 +9,7 @@ export type ResponseEventLogDeps = {
   store: BackgroundResponseStore;
   responseId: string;
   /** The response's body as it stands, stored with each batch of events (what `GET` shows meanwhile). */
-  progress: () => ResponseBody | undefined;
+  progress: () => ResponseBodyText | undefined;
   /** Called after each batch is stored, for readers waiting for new events. */
   onStored: () => void;
   onError: (error: Error) => void;

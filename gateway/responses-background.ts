@@ -1,13 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import type { Response } from 'express';
-import type { BackgroundResponseStore, ResponseStore } from '../runtime/ports.js';
+import type { BackgroundResponseStore, ResponseBodyText, ResponseStore } from '../runtime/ports.js';
 import { isServiceError, ServiceError } from '../runtime/service-error.js';
 import type { Supervisor, TurnHandlers, TurnOutcome, TurnRequest } from '../runtime/sessions/supervisor.js';
 import { RUN_STOPPED, type BackgroundRuns } from './background-runs.js';
 import { toServiceError } from './error-handler.js';
 import { ResponseEventLog } from './response-event-log.js';
 import { replayResponse } from './response-replay.js';
-import { isFinalStatus, newItemId, responseBody, type ResponseFrame, type ResponseObject } from './responses-format.js';
+import { bodyTextOf, isFinalStatus, newItemId, responseBody, type ResponseFrame } from './responses-format.js';
+import { sendJsonText } from './json-answer.js';
 import { responseNotFound, type Continuation } from './responses-history.js';
 import { inputItemRecords, type ResponsesRequest } from './responses-request.js';
 import { ResponseEventStream } from './responses-stream.js';
@@ -58,11 +59,12 @@ export async function startBackgroundResponse(deps: BackgroundResponseDeps, back
   // The session is named now, so the stored response has it from the start.
   const sessionId = continuation?.sessionHint ?? randomUUID();
   const queued = responseBody(frame, { status: 'queued', output: [] });
+  const queuedText = bodyTextOf(queued);
   let events: ResponseEventStream | undefined;
   const log = new ResponseEventLog({
     store: deps.background,
     responseId: frame.id,
-    progress: () => events?.partial(),
+    progress: () => events && bodyTextOf(events.partial()),
     onStored: () => deps.runs.eventsStored(frame.id),
     onError: deps.onError,
   });
@@ -74,7 +76,7 @@ export async function startBackgroundResponse(deps: BackgroundResponseDeps, back
     sessionId,
     previousResponseId: continuation?.previousResponseId ?? null,
     historyHash: continuation?.continuesAt ?? '',
-    body: queued,
+    body: queuedText,
     input: inputItemRecords(request, newItemId),
   };
   try {
@@ -88,7 +90,7 @@ export async function startBackgroundResponse(deps: BackgroundResponseDeps, back
   res.set('X-Session-ID', sessionId);
   deps.runs.run(frame.id, (signal) => runInBackground(deps, background, sessionId, stream, log, signal).finally(release));
   if (request.stream) await replayResponse(deps, frame.id, queued, -1, res);
-  else res.json(queued);
+  else sendJsonText(res, queuedText.json);
 }
 
 /** Runs a background response's turn to its end and stores how it ended, with its last events. */
@@ -108,7 +110,7 @@ async function runInBackground(
     onToolActivity: (activity) => stream.toolActivity(activity),
   };
   const continuation = { ...(background.continuation ?? { history: [], previousResponseId: null }), sessionHint: sessionId };
-  let body: ResponseObject;
+  let body: ResponseBodyText;
   let ended: Pick<TurnOutcome, 'sessionId' | 'historyHash'> = { sessionId, historyHash: continuation.continuesAt ?? '' };
   try {
     const outcome = await runTurn(deps.supervisor, background, continuation, handlers);

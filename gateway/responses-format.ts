@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import { toJsonText } from '../runtime/json-text.js';
+import type { ResponseBody, ResponseBodyText } from '../runtime/ports.js';
 import type { ToolCall, Usage } from '../runtime/chat-types.js';
 import { timeDigits } from '../runtime/sessions/session-ids.js';
 import type { TurnOutcome, TurnStep } from '../runtime/sessions/supervisor.js';
@@ -171,6 +173,15 @@ export function responseBody(frame: ResponseFrame, state: { status: ResponseStat
 
 /** A response object. */
 export type ResponseObject = ReturnType<typeof responseBody>;
+
+/**
+ * A response object as its JSON text, serialised once for the client and for storage (which
+ * keeps the text as it is), and its status. Lone surrogates are replaced, as PostgreSQL's
+ * JSON types need them, so the text stored is the text sent.
+ */
+export function bodyTextOf(body: ResponseBody): ResponseBodyText {
+  return { status: body.status, json: toJsonText(body) };
+}
 
 /** The response a finished turn made: `completed` with its output, or `failed` with what ran before the LLM failed. */
 export function finishedResponse(frame: ResponseFrame, outcome: TurnOutcome): ResponseObject {

@@ -1,12 +1,12 @@
 import { Router, type Request, type Response } from 'express';
 import type { ChatMessage } from '../runtime/chat-types.js';
-import type { NewResponseRecord, ResponseStore, SessionStore } from '../runtime/ports.js';
+import type { NewResponseRecord, ResponseBodyText, ResponseStore, SessionStore } from '../runtime/ports.js';
 import { isServiceError, ServiceError } from '../runtime/service-error.js';
 import type { Supervisor, TurnOutcome, TurnRequest } from '../runtime/sessions/supervisor.js';
 import { userOf } from './acting-user.js';
 import { listLimit, listOrder, singleQuery } from './list-query.js';
 import { admitTurn, streamingHandlers, type ChatRouteDeps } from './chat-route.js';
-import { finishedResponse, isFinalStatus, newItemId, type ResponseFrame, type ResponseObject } from './responses-format.js';
+import { bodyTextOf, finishedResponse, isFinalStatus, newItemId, type ResponseFrame } from './responses-format.js';
 import { ResponseEventStream } from './responses-stream.js';
 import { SseWriter } from './sse-writer.js';
 import { sendJsonText } from './json-answer.js';
@@ -153,16 +153,16 @@ async function answerTurn({ deps, request, userId, frame, continuation, res, sig
     await streamResponse(deps.supervisor, turnOf, frame, res, signal, recordOf);
     return;
   }
-  // The response is made once, for the client and for its stored record.
-  let answer: ResponseObject | undefined;
-  const turn = turnOf((ended) => recordOf((answer = finishedResponse(frame, ended)), ended));
+  // The response is made and serialised once, for the client and for its stored record.
+  let answer: ResponseBodyText | undefined;
+  const turn = turnOf((ended) => recordOf((answer = bodyTextOf(finishedResponse(frame, ended))), ended));
   const outcome = await deps.supervisor.runTurn(turn, { signal, onSessionReady: (sessionId) => res.set('X-Session-ID', sessionId) });
   if (signal.aborted) return;
-  sendJsonText(res, JSON.stringify(answer ?? finishedResponse(frame, outcome)));
+  sendJsonText(res, (answer ?? bodyTextOf(finishedResponse(frame, outcome))).json);
 }
 
 /** The stored record of a turn's response (undefined with `store: false`). */
-type RecordOf = (body: ResponseObject, outcome: TurnOutcome) => NewResponseRecord | undefined;
+type RecordOf = (body: ResponseBodyText, outcome: TurnOutcome) => NewResponseRecord | undefined;
 
 /** The session turn of a response, given how its record is made. */
 type TurnOf = (responseRecord: NonNullable<TurnRequest['responseRecord']>) => TurnRequest;
@@ -178,7 +178,7 @@ async function streamResponse(supervisor: Supervisor, turnOf: TurnOf, frame: Res
     toolActivity: (activity) => events.toolActivity(activity),
     approvalRequests: (requests) => events.approvalRequests(requests),
   });
-  let body: ResponseObject | undefined;
+  let body: ResponseBodyText | undefined;
   // The items are closed once the turn ended, before its end is stored; `response.completed` waits for the commit.
   const close = (outcome: TurnOutcome) => {
     begin();

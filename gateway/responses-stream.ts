@@ -1,8 +1,10 @@
 import type { ToolCallDelta } from '../runtime/llm/llm-client.js';
 import type { ToolActivity, TurnOutcome } from '../runtime/sessions/supervisor.js';
 import type { ApprovalRequest } from '../runtime/tools/tool-approvals.js';
+import type { ResponseBodyText } from '../runtime/ports.js';
 import {
   approvalRequestItem,
+  bodyTextOf,
   functionCallItem,
   mcpCallItem,
   messageItem,
@@ -81,9 +83,9 @@ export class ResponseEventStream {
   }
 
   /** Closes the items of a turn that was cancelled and returns the response: `cancelled`, with what was produced until then. */
-  cancel(): ResponseObject {
+  cancel(): ResponseBodyText {
     this.closeMessage();
-    return responseBody(this.frame, { status: 'cancelled', output: byOutputIndex(this.finished) });
+    return bodyTextOf(responseBody(this.frame, { status: 'cancelled', output: byOutputIndex(this.finished) }));
   }
 
   text(piece: string): void {
@@ -138,9 +140,9 @@ export class ResponseEventStream {
 
   /**
    * Closes the items of a turn that ended and returns the response it made (`completed`, or
-   * `failed` when the LLM call failed), to be stored before `end` sends it.
+   * `failed` when the LLM call failed), as its text, to be stored before `end` sends it.
    */
-  close(outcome: TurnOutcome): ResponseObject {
+  close(outcome: TurnOutcome): ResponseBodyText {
     this.closeMessage();
     if (outcome.failure) return this.failedBody(outcome.failure.message);
     // A turn with nothing else to show has an empty message (as outputItems makes it).
@@ -162,16 +164,20 @@ export class ResponseEventStream {
       mcpCall: (callId) => this.mcpCalls.get(callId)?.itemId ?? newItemId('mcp'),
       call: (index) => callOf(index)?.itemId ?? newItemId('fc'),
     };
-    return responseBody(this.frame, { status: 'completed', output: outputItems(outcome, ids), usage: responseUsage(outcome.usage) });
+    return bodyTextOf(responseBody(this.frame, { status: 'completed', output: outputItems(outcome, ids), usage: responseUsage(outcome.usage) }));
   }
 
   /**
-   * The last event, `response.completed` or `response.failed` as the response says, and the
-   * end of the stream. A cancelled response has no event of its own in OpenAI's schema: its
-   * stream just ends.
+   * The last event, `response.completed` or `response.failed` as the response says (its text
+   * as it was stored), and the end of the stream. A cancelled response has no event of its own
+   * in OpenAI's schema: its stream just ends.
    */
-  end(response: ResponseObject): void {
-    if (response.status === 'completed' || response.status === 'failed') this.emit(`response.${response.status}`, { response });
+  end(response: ResponseBodyText): void {
+    if (response.status === 'completed' || response.status === 'failed') {
+      const sequence = this.sequence++;
+      const type = `response.${response.status}`;
+      this.sink.event(type, `{"type":"${type}","sequence_number":${sequence},"response":${response.json}}`, sequence);
+    }
     this.sink.end();
   }
 
@@ -181,13 +187,13 @@ export class ResponseEventStream {
   }
 
   /** Closes the items of a turn that failed and returns the response: `failed`, its output what finished before the failure. */
-  failure(message: string): ResponseObject {
+  failure(message: string): ResponseBodyText {
     this.closeMessage();
     return this.failedBody(message);
   }
 
-  private failedBody(message: string): ResponseObject {
-    return responseBody(this.frame, { status: 'failed', output: byOutputIndex(this.finished), error: { code: 'server_error', message } });
+  private failedBody(message: string): ResponseBodyText {
+    return bodyTextOf(responseBody(this.frame, { status: 'failed', output: byOutputIndex(this.finished), error: { code: 'server_error', message } }));
   }
 
   private openMessage(): StreamedMessage {

@@ -61,8 +61,14 @@ export type ResponseBody = Record<string, unknown> & { status: string };
 /** Where a stored response ended, and where its session is now (`sessionLive` false: its session is deleted or gone). */
 export type ResponseEnd = Pick<ResponseRecord, 'id' | 'userId' | 'sessionId' | 'historyHash'> & { status: string; sessionLive: boolean; sessionHistoryHash: string | null };
 
-/** A response before it is stored (its body is stored without its defaults: see storage/stored-response-body.ts). */
-export type NewResponseRecord = Omit<ResponseRecord, 'createdAt'>;
+/**
+ * A response object as it is stored: the JSON text the client is sent (a body is serialised
+ * once, for the client and for storage), and its status, which the row keeps in a column too.
+ */
+export type ResponseBodyText = { status: string; json: string };
+
+/** A response before it is stored, its body as its JSON text. */
+export type NewResponseRecord = Omit<ResponseRecord, 'createdAt' | 'body'> & { body: ResponseBodyText };
 
 /** Stored responses of the Responses API (stored with their turn's end: see `SessionStore.completeTurn`). */
 export interface ResponseStore {
@@ -87,7 +93,7 @@ export interface ResponseStore {
 export type StoredResponseEvent = { sequence: number; type: string; data: string };
 
 /** How a background response ended: its final body, and where its session then is. */
-export type BackgroundResponseEnd = { body: ResponseBody; historyHash: string; sessionId: string };
+export type BackgroundResponseEnd = { body: ResponseBodyText; historyHash: string; sessionId: string };
 
 /** A background response's run as its process sees it on renewing. */
 export type BackgroundRunState = { id: string; cancelRequested: boolean };
@@ -100,7 +106,7 @@ export interface BackgroundResponseStore {
   /** Stores a new response (its body as it starts, `queued`), its first events, and its run by `runner`, alive for `leaseMs`. */
   start(record: NewResponseRecord, events: StoredResponseEvent[], runner: string, leaseMs: number): Promise<void>;
   /** Appends events and, when given, sets the response's body as it stands now. */
-  record(id: string, events: StoredResponseEvent[], body?: ResponseBody): Promise<void>;
+  record(id: string, events: StoredResponseEvent[], body?: ResponseBodyText): Promise<void>;
   /** Ends a run: the response's final body, history hash and session, and its last events. */
   finish(id: string, end: BackgroundResponseEnd, events: StoredResponseEvent[]): Promise<void>;
   /**

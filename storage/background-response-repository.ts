@@ -2,7 +2,7 @@ import { sql, type Kysely } from 'kysely';
 import type { BackgroundResponseStore, StoredResponseEvent } from '../runtime/ports.js';
 import type { DatabaseSchema } from './database-schema.js';
 import { toJsonText } from '../runtime/json-text.js';
-import { RESPONSE_BODY_DEFAULTS_JSON, storedResponseBody } from './stored-response-body.js';
+import { RESPONSE_BODY_DEFAULTS_JSON } from './stored-response-body.js';
 
 /** Events as the column arrays `unnest` makes rows of again: (sequence, type, data). */
 function eventRows(events: StoredResponseEvent[]) {
@@ -32,7 +32,7 @@ export function createBackgroundResponseRepository(db: Kysely<DatabaseSchema>): 
       await sql`with response as (
           insert into responses (id, user_id, session_id, previous_response_id, history_hash, status, body, input)
           values (${record.id}, ${record.userId}, ${record.sessionId}, ${record.previousResponseId}, ${record.historyHash},
-            ${record.body.status}, ${storedResponseBody(record.body)}, ${toJsonText(record.input)})
+            ${record.body.status}, ${record.body.json}, ${toJsonText(record.input)})
           returning id
         ), appended as (
           insert into response_events (response_id, sequence, type, data)
@@ -44,7 +44,7 @@ export function createBackgroundResponseRepository(db: Kysely<DatabaseSchema>): 
 
     async record(id, events, body) {
       await sql`with appended as (${appendEvents(id, events)})
-        update responses set status = coalesce(${body?.status ?? null}, status), body = coalesce(${body === undefined ? null : storedResponseBody(body)}, body)
+        update responses set status = coalesce(${body?.status ?? null}, status), body = coalesce(${body?.json ?? null}, body)
         where id = ${id}`.execute(db);
     },
 
@@ -52,7 +52,7 @@ export function createBackgroundResponseRepository(db: Kysely<DatabaseSchema>): 
       await sql`with appended as (${appendEvents(id, events)}), ended as (
           delete from background_runs where response_id = ${id}
         )
-        update responses set status = ${end.body.status}, body = ${storedResponseBody(end.body)}, history_hash = ${end.historyHash}, session_id = ${end.sessionId}
+        update responses set status = ${end.body.status}, body = ${end.body.json}, history_hash = ${end.historyHash}, session_id = ${end.sessionId}
         where id = ${id}`.execute(db);
     },
 
@@ -75,7 +75,7 @@ export function createBackgroundResponseRepository(db: Kysely<DatabaseSchema>): 
           delete from background_runs where ${everyRun}::boolean or expires_at < now() returning response_id
         ), failed as (
           update responses set status = 'failed',
-            body = (body::jsonb || jsonb_build_object('error', jsonb_build_object('code', 'server_error', 'message', ${message}::text)))::text
+            body = (body::jsonb || jsonb_build_object('status', 'failed', 'error', jsonb_build_object('code', 'server_error', 'message', ${message}::text)))::text
           where id in (select response_id from lapsed)
           returning id, ${RESPONSE_BODY_DEFAULTS_JSON}::jsonb || jsonb_build_object('id', id, 'status', status) || body::jsonb as body
         ), appended as (

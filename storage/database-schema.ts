@@ -40,7 +40,7 @@ export type ResponsesTable = {
   history_hash: string;
   /** The response's status (`queued`, `in_progress`, `completed`, `failed`, `cancelled`). */
   status: string;
-  /** The response object as JSON text, without its id, status and defaults (see stored-response-body.ts). */
+  /** The response object as the JSON text the client was sent (see stored-response-body.ts for older rows). */
   body: string;
   /** The input items as JSON text. */
   input: string;

@@ -286,13 +286,14 @@ export const coreMigrations: Record<string, Migration> = {
   '0015_responses_as_text': {
     async up(db: Kysely<any>) {
       // A response's body and input items are JSON the service writes and reads whole and never
-      // queries into: kept as the text it sends, they are copied into the row where jsonb had
-      // every byte parsed and rebuilt on each insert (most of what a response row cost the
-      // embedded database). The status, which reads of a response's end need, gets a column.
+      // queries into: kept as the text the client is sent, they are copied into the row where
+      // jsonb had every byte parsed and rebuilt on each insert (most of what a response row
+      // cost the embedded database). The status, which reads of a response's end need, gets a
+      // column (filled where it is not the usual one, without a second rewrite of the table).
       await db.schema.alterTable('responses').addColumn('status', 'varchar(16)', (column) => column.notNull().defaultTo('completed')).execute();
       await sql`update responses set status = body->>'status' where body->>'status' is distinct from 'completed'`.execute(db);
       await sql`alter table responses alter column status drop default,
-        alter column body type text using (body - 'status')::text,
+        alter column body type text using body::text,
         alter column input type text using input::text`.execute(db);
     },
   },

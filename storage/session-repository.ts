@@ -5,7 +5,6 @@ import { insertRecordColumns, recordColumns } from './conversation-repository.js
 import { GroupCommit } from './group-commit.js';
 import { hotStatement } from './prepared-statements.js';
 import { toJsonText } from '../runtime/json-text.js';
-import { storedResponseBody } from './stored-response-body.js';
 import type { DatabaseSchema, SessionsTable, SessionTransitionsTable } from './database-schema.js';
 import { rowLimit } from './row-limit.js';
 import { binaryTextArray } from './binary-text-array.js';
@@ -95,7 +94,8 @@ function turnEndParameters(ends: TurnEnd[]): unknown[] {
 
 /**
  * Responses as the columns of their rows, each a `text[]` in binary form: the database copies
- * the body's and the input's JSON text as it is, where a JSON parameter had it parse every byte.
+ * the body's JSON text (the client's, serialised once) and the input's as they are, where a
+ * JSON parameter had it parse every byte.
  */
 function responseColumns(responses: NewResponseRecord[]): Buffer[] {
   return [
@@ -105,7 +105,7 @@ function responseColumns(responses: NewResponseRecord[]): Buffer[] {
     binaryTextArray(responses.map((response) => response.previousResponseId)),
     binaryTextArray(responses.map((response) => response.historyHash)),
     binaryTextArray(responses.map((response) => response.body.status)),
-    binaryTextArray(responses.map((response) => storedResponseBody(response.body))),
+    binaryTextArray(responses.map((response) => response.body.json)),
     binaryTextArray(responses.map((response) => toJsonText(response.input))),
   ];
 }

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
+import { bodyTextOf } from '../../gateway/responses-format.js';
 import type { BackgroundResponseStore, ResponseStore } from '../../runtime/ports.js';
 import { createBackgroundResponseRepository, createResponseRepository, migrateToLatest } from '../../storage/index.js';
 import { QUEUED_BODY, queuedResponse } from '../support/background-responses.js';
@@ -51,7 +52,7 @@ for (const target of databaseTargets()) {
     it('appends events once each, with the body as it stands, and pages them by sequence number', async () => {
       const record = queuedResponse();
       await background.start(record, [], `runner-${randomUUID()}`, 60_000);
-      await background.record(record.id, [event(0), event(1)], { status: 'in_progress', output: ['partial'] });
+      await background.record(record.id, [event(0), event(1)], bodyTextOf({ status: 'in_progress', output: ['partial'] }));
       // A batch written again after a failure stores nothing twice; no body leaves the body as it was.
       await background.record(record.id, [event(1), event(2)]);
       expect((await responses.get(record.id))!.body).to.deep.include({ status: 'in_progress', output: ['partial'] });
@@ -65,7 +66,7 @@ for (const target of databaseTargets()) {
       const runner = `runner-${randomUUID()}`;
       await background.start(record, [], runner, 60_000);
       await background.record(record.id, [event(0)]);
-      await background.finish(record.id, { body: { status: 'completed' }, historyHash: 'h-end', sessionId: 's-forked' }, [event(1, 'response.completed')]);
+      await background.finish(record.id, { body: bodyTextOf({ status: 'completed' }), historyHash: 'h-end', sessionId: 's-forked' }, [event(1, 'response.completed')]);
       const stored = (await responses.get(record.id))!;
       expect(stored).to.deep.include({ historyHash: 'h-end', sessionId: 's-forked' });
       expect(stored!.body).to.deep.include({ id: record.id, status: 'completed' });
@@ -104,7 +105,7 @@ for (const target of databaseTargets()) {
       await background.start(ended, [], `runner-${randomUUID()}`, 60_000);
       await background.start(running, [], `runner-${randomUUID()}`, 60_000);
       await background.record(running.id, [event(0)]);
-      await background.finish(ended.id, { body: { status: 'completed' }, historyHash: 'h', sessionId: ended.sessionId }, [event(0, 'response.completed')]);
+      await background.finish(ended.id, { body: bodyTextOf({ status: 'completed' }), historyHash: 'h', sessionId: ended.sessionId }, [event(0, 'response.completed')]);
       await sleep(20);
       expect(await background.pruneEvents(60_000)).to.equal(0);
       expect(await background.pruneEvents(5)).to.be.at.least(1);
@@ -116,8 +117,8 @@ for (const target of databaseTargets()) {
       const record = queuedResponse();
       await background.start(record, [], `runner-${randomUUID()}`, 60_000);
       expect(await responses.remove(record.id)).to.equal(true);
-      await background.record(record.id, [event(0)], { status: 'in_progress' });
-      await background.finish(record.id, { body: { status: 'cancelled' }, historyHash: 'h', sessionId: record.sessionId }, [event(1)]);
+      await background.record(record.id, [event(0)], bodyTextOf({ status: 'in_progress' }));
+      await background.finish(record.id, { body: bodyTextOf({ status: 'cancelled' }), historyHash: 'h', sessionId: record.sessionId }, [event(1)]);
       expect(await responses.get(record.id)).to.equal(undefined);
       expect(await background.eventsAfter(record.id, -1, 10)).to.deep.equal([]);
     });

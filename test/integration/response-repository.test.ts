@@ -4,7 +4,7 @@ import { sql } from 'kysely';
 import type { NewResponseRecord, ResponseBody, ResponseStore, SessionProgress, SessionStore } from '../../runtime/ports.js';
 import { createResponseRepository, createSessionRepository, migrateToLatest } from '../../storage/index.js';
 import { databaseTargets } from '../support/databases.js';
-import { responseBody } from '../../gateway/responses-format.js';
+import { bodyTextOf, responseBody } from '../../gateway/responses-format.js';
 import type { ResponsesRequest } from '../../gateway/responses-request.js';
 import type { TestDatabase } from '../support/databases.js';
 
@@ -39,13 +39,16 @@ for (const target of databaseTargets()) {
       await database?.close();
     });
 
-    /** Stores `response` with a turn's end in a new session of alice, as the turn path does. */
-    async function storeWithTurn(fields: Partial<NewResponseRecord> & { historyHash: string }): Promise<NewResponseRecord> {
+    /** A response as the turn path gives it to storage, with its body (`responseObject` unless given) as its JSON text. */
+    type StoredFields = Partial<Omit<NewResponseRecord, 'body'>> & { historyHash: string; body?: ResponseBody };
+
+    /** Stores `response` with a turn's end in a new session of alice, as the turn path does; returns it with its body as given. */
+    async function storeWithTurn(fields: StoredFields): Promise<Omit<NewResponseRecord, 'body'> & { body: ResponseBody }> {
       const sessionId = fields.sessionId ?? `s-${randomUUID()}`;
       await sessions.claim(sessionId, 'alice');
       const id = fields.id ?? `resp_${randomUUID().replaceAll('-', '')}`;
-      const response: NewResponseRecord = { id, userId: 'alice', sessionId, previousResponseId: null, body: responseObject(id), input: [], ...fields };
-      await sessions.completeTurn(sessionId, [{ userId: 'alice', sessionId, role: 'user', message: 'hi' }], progressTo(fields.historyHash), undefined, response);
+      const response = { id, userId: 'alice', sessionId, previousResponseId: null, input: [], ...fields, body: fields.body ?? responseObject(id) };
+      await sessions.completeTurn(sessionId, [{ userId: 'alice', sessionId, role: 'user', message: 'hi' }], progressTo(fields.historyHash), undefined, { ...response, body: bodyTextOf(response.body) });
       return response;
     }
 
@@ -60,41 +63,33 @@ for (const target of databaseTargets()) {
       expect(stored!.createdAt).to.be.instanceOf(Date);
     });
 
-    it('stores a body without its id and the fields that hold their defaults, and reads it back whole', async () => {
-      const id = `resp_${randomUUID().replaceAll('-', '')}`;
-      const body = responseObject(id, { instructions: 'Be brief.', temperature: 0.2, tools: [{ type: 'function', name: 'f', description: null, parameters: null, strict: true }] });
-      await storeWithTurn({ id, historyHash: 'h-compact', body });
-      const [row] = await database.db.selectFrom('responses').select(['status', 'body']).where('id', '=', id).execute();
-      expect(row!.status).to.equal('completed');
-      expect(JSON.parse(row!.body)).to.deep.equal({ created_at: 1, instructions: 'Be brief.', model: 'm', output: [], temperature: 0.2, tools: body.tools });
-      expect((await responses.get(id))!.body).to.deep.equal(body);
-    });
-
-    it("stores the body's and the input's JSON text as the service wrote it, its escapes and every script whole", async () => {
+    it("stores the body's JSON text as the client is sent it and the input's, their escapes and every script whole, and the status in its column", async () => {
       const id = `resp_${randomUUID().replaceAll('-', '')}`;
       const text = 'Echo: "quoted" \\ back\\slash, tab\t, naïve 😀 日本語';
       const body = responseObject(id, { output: [{ type: 'message', content: [{ type: 'output_text', text }] }] });
       const input = [{ id: 'msg_1', type: 'message', role: 'user', content: [{ type: 'input_text', text }] }];
       await storeWithTurn({ id, historyHash: 'h-text', body, input });
-      const [row] = await database.db.selectFrom('responses').select(['body', 'input']).where('id', '=', id).execute();
-      expect(row!.input).to.equal(JSON.stringify(input));
-      expect(row!.body).to.include(JSON.stringify(text));
+      const [row] = await database.db.selectFrom('responses').select(['status', 'body', 'input']).where('id', '=', id).execute();
+      expect(row).to.deep.equal({ status: 'completed', body: JSON.stringify(body), input: JSON.stringify(input) });
       expect(await responses.get(id)).to.deep.include({ body, input });
     });
 
-    it('reads a body stored whole, as bodies were before they were stored without their defaults, as it was', async () => {
+    it('reads a body stored without its id, status and defaults (as bodies were from 32fbdd4 to migration 0015) whole, its fields in the schema order', async () => {
       const id = `resp_${randomUUID().replaceAll('-', '')}`;
-      const body = responseObject(id, { metadata: { k: 'v' } });
-      const response = await storeWithTurn({ id, historyHash: 'h-whole' });
-      await database.db.updateTable('responses').set({ body: JSON.stringify(body) }).where('id', '=', id).execute();
-      expect((await responses.get(response.id))!.body).to.deep.equal(body);
+      const body = responseObject(id, { instructions: 'Be brief.', temperature: 0.2, tools: [{ type: 'function', name: 'f', description: null, parameters: null, strict: true }] });
+      await storeWithTurn({ id, historyHash: 'h-compact', body });
+      const compact = { created_at: 1, instructions: 'Be brief.', model: 'm', output: [], temperature: 0.2, tools: body.tools };
+      await database.db.updateTable('responses').set({ body: JSON.stringify(compact) }).where('id', '=', id).execute();
+      const read = (await responses.get(id))!.body;
+      expect(read).to.deep.equal(body);
+      expect(Object.keys(read)).to.deep.equal(Object.keys(body));
     });
 
     it('stores a response once when the end of its turn is written again (a retry after a lost acknowledgement)', async () => {
       const response = await storeWithTurn({ historyHash: 'h-retry', body: { status: 'completed', n: 1 } });
-      await sessions.completeTurn(response.sessionId, [], progressTo('h-retry'), undefined, { ...response, body: { status: 'completed', n: 2 } });
+      await sessions.completeTurn(response.sessionId, [], progressTo('h-retry'), undefined, { ...response, body: bodyTextOf({ status: 'completed', n: 2 }) });
       const rows = await database.db.selectFrom('responses').select('body').where('id', '=', response.id).execute();
-      expect(rows).to.deep.equal([{ body: '{"n":1}' }]);
+      expect(rows).to.deep.equal([{ body: '{"status":"completed","n":1}' }]);
     });
 
     it('keeps a response of a usual size (about 2.3 kB) whole in its row, none of it in the TOAST table', async () => {
@@ -104,7 +99,7 @@ for (const target of databaseTargets()) {
       // Text that does not compress, as a real reply's JSON does not by the quarter PostgreSQL asks.
       const text = Array.from({ length: 38 }, () => randomUUID()).join(' ');
       const id = `resp_${randomUUID().replaceAll('-', '')}`;
-      // Stored without its defaults, a body of 2.1 kB: instructions and a reply of some length.
+      // A body of some 2.5 kB: instructions and a reply of some length.
       const body = responseObject(id, { instructions: randomUUID().repeat(10), output: [{ type: 'message', content: [{ type: 'output_text', text }] }] });
       const input = [{ id: 'msg_1', type: 'message', role: 'user', content: [{ type: 'input_text', text: text.slice(6, 440) }] }];
       const response = await storeWithTurn({ id, historyHash: 'h-inline', body, input });
@@ -114,7 +109,7 @@ for (const target of databaseTargets()) {
       expect((await responses.get(response.id))!.body).to.deep.equal(body);
     });
 
-    it('stores a lone surrogate of a reply as U+FFFD instead of failing the write', async () => {
+    it('stores a lone surrogate of a reply as U+FFFD, as the client is sent it, and reads the body back', async () => {
       const response = await storeWithTurn({ historyHash: 'h', body: { status: 'completed', instructions: 'a\ud800b' } });
       expect((await responses.get(response.id))!.body).to.deep.include({ instructions: 'a\uFFFDb' });
     });

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { bodyTextOf } from '../../gateway/responses-format.js';
 import type { NewResponseRecord } from '../../runtime/ports.js';
 
 /** The body of `queuedResponse`. */
@@ -12,7 +13,7 @@ export function queuedResponse(): NewResponseRecord {
     sessionId: `s-${randomUUID()}`,
     previousResponseId: null,
     historyHash: '',
-    body: QUEUED_BODY,
+    body: bodyTextOf(QUEUED_BODY),
     input: [{ id: 'msg_1', type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi' }] }],
   };
 }

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
-import { responseBody, responseUsage, type ResponseFrame } from '../../gateway/responses-format.js';
+import { bodyTextOf, responseBody, responseUsage, type ResponseFrame } from '../../gateway/responses-format.js';
 import type { ResponsesRequest } from '../../gateway/responses-request.js';
-import { RESPONSE_BODY_DEFAULTS_JSON, responseBodyOf, storedResponseBody } from '../../storage/stored-response-body.js';
+import { RESPONSE_BODY_DEFAULTS_JSON, responseBodyOf } from '../../storage/stored-response-body.js';
 
 const ID = 'resp_019ab0c0ffee00112233445566778899aabbccddeeff0011';
 
@@ -12,23 +12,36 @@ function completed(request: Partial<ResponsesRequest>, frame: Partial<ResponseFr
   return responseBody({ id: ID, createdAt: 1_795_600_000, request: { model: 'svc-agent', input: 'hi', ...request } as ResponsesRequest, store: true, ...frame }, { status: 'completed', output, usage });
 }
 
-/** A body as the column keeps it, then as a reader gets it back. */
-const roundTrip = (body: Record<string, unknown> & { status: string }) => responseBodyOf(ID, body.status, JSON.parse(storedResponseBody(body)) as Record<string, unknown>);
+/** A body as it was stored from 32fbdd4 to migration 0015: without its id, its status and the fields at their defaults. */
+function compactFormOf(body: Record<string, unknown>): Record<string, unknown> {
+  const defaults = JSON.parse(RESPONSE_BODY_DEFAULTS_JSON) as Record<string, unknown>;
+  return Object.fromEntries(Object.entries(body).filter(([key, value]) => key !== 'id' && key !== 'status' && JSON.stringify(value) !== JSON.stringify(defaults[key])));
+}
 
-describe('the stored form of a response body', () => {
-  it('leaves out the id, the status (columns of the row) and every field at its default: what a turn made, the model and the instructions stay', () => {
-    const stored = JSON.parse(storedResponseBody(completed({ instructions: 'Be brief.' }))) as Record<string, unknown>;
-    expect(Object.keys(stored)).to.deep.equal(['created_at', 'instructions', 'model', 'output', 'usage']);
+describe('a stored response body', () => {
+  it('is the JSON text the client is sent, with the status beside it for its column', () => {
+    const body = completed({ instructions: 'Be brief.' });
+    expect(bodyTextOf(body)).to.deep.equal({ status: 'completed', json: JSON.stringify(body) });
   });
 
-  it('reads back a response made with every default as it was made, its fields in the order the gateway makes them', () => {
-    const body = completed({});
-    const read = roundTrip(body);
+  it('holds a lone surrogate as U+FFFD, which PostgreSQL JSON accepts, and a pair as it is', () => {
+    const body = completed({ instructions: 'a\ud800b \u{1F600}' });
+    expect((JSON.parse(bodyTextOf(body).json) as { instructions: string }).instructions).to.equal('a\uFFFDb \u{1F600}');
+  });
+
+  it('reads back whole, as it was made, its fields in the order the gateway makes them', () => {
+    const body = completed({ metadata: { topic: 'orders' } });
+    const read = responseBodyOf(ID, 'completed', JSON.parse(bodyTextOf(body).json) as Record<string, unknown>);
     expect(read).to.deep.equal(body);
     expect(Object.keys(read)).to.deep.equal(Object.keys(body));
   });
 
-  it('keeps every field a request set, even where it looks like a default of another field', () => {
+  it('takes its status from the column, which a failed background run sets', () => {
+    const body = completed({});
+    expect(responseBodyOf(ID, 'failed', JSON.parse(bodyTextOf(body).json) as Record<string, unknown>)).to.deep.include({ status: 'failed' });
+  });
+
+  it('reads a body stored without its id, status and defaults back whole, every field a request set kept', () => {
     const body = completed(
       {
         instructions: 'Be brief.',
@@ -45,20 +58,15 @@ describe('the stored form of a response body', () => {
       } as Partial<ResponsesRequest>,
       { store: false, background: true },
     );
-    const stored = JSON.parse(storedResponseBody(body)) as Record<string, unknown>;
-    expect(stored).to.include({ temperature: 0, parallel_tool_calls: false, store: false, background: true, previous_response_id: 'resp_before' });
-    expect(roundTrip(body)).to.deep.equal(body);
+    const read = responseBodyOf(ID, 'completed', compactFormOf(body));
+    expect(read).to.deep.equal(body);
+    expect(Object.keys(read)).to.deep.equal(Object.keys(body));
+    expect(responseBodyOf(ID, 'completed', compactFormOf(completed({})))).to.deep.equal(completed({}));
   });
 
-  it('reads back a failed response with its error, and a body stored whole as it was', () => {
-    const failed = responseBody({ id: ID, createdAt: 1, request: { model: 'm', input: 'hi' } as ResponsesRequest, store: true }, { status: 'failed', output: [], error: { code: 'server_error', message: 'LLM down' } });
-    expect(roundTrip(failed)).to.deep.equal(failed);
-    expect(responseBodyOf(ID, 'failed', JSON.parse(JSON.stringify(failed)) as Record<string, unknown>)).to.deep.equal(failed);
-  });
-
-  it('gives SQL the defaults that a whole body has: a stored body merged over them is the body read back', () => {
+  it('gives SQL the defaults that a whole body has: a compact body merged over them, with its id and status, is the body', () => {
     const body = completed({ metadata: { a: '1' } });
-    const merged = { ...(JSON.parse(RESPONSE_BODY_DEFAULTS_JSON) as object), id: ID, status: body.status, ...(JSON.parse(storedResponseBody(body)) as object) };
+    const merged = { ...(JSON.parse(RESPONSE_BODY_DEFAULTS_JSON) as object), id: ID, status: body.status, ...compactFormOf(body) };
     expect(merged).to.deep.equal(body);
   });
 });
