@@ -1,4 +1,4 @@
-import express, { type Express, type Router } from 'express';
+import express, { type Express, type RequestHandler, type Router } from 'express';
 import type { Logger } from 'winston';
 import type { ServiceMetrics } from '../runtime/observability/metrics.js';
 import type { Supervisor } from '../runtime/sessions/supervisor.js';
@@ -22,8 +22,8 @@ export type AppDeps = {
   authRouter: Router;
   /** The API key middleware (`auth.api_keys`). */
   apiKeys: ApiKeyGuard;
-  /** The Responses API's /v1/responses routes. */
-  responsesRouter: Router;
+  /** The Responses API: `POST /v1/responses`, and its other /v1/responses routes. */
+  responses: { create: RequestHandler; router: Router };
   /** The Conversations API's /v1/conversations routes. */
   conversationsRouter: Router;
   /** The /v1/agents routes (they sit behind `apiKeys.requireKey` themselves). */
@@ -85,7 +85,8 @@ export function createApp(deps: AppDeps): Express {
   // Open in local mode like /health; with API keys set, `authenticate` above asks Prometheus for its bearer token.
   if (deps.metrics) app.get('/metrics', createMetricsRoute(deps.metrics));
   app.post('/v1/chat/completions', createChatRoute({ supervisor: deps.supervisor, limiter: deps.limiter, defaults: deps.defaults, maxMessages: deps.maxMessages }));
-  app.use(deps.responsesRouter);
+  app.post('/v1/responses', deps.responses.create);
+  app.use(deps.responses.router);
   app.use(deps.conversationsRouter);
   app.use(createModelsRouter());
   app.use(deps.agentsRouter);

@@ -1,4 +1,4 @@
-import { Router, type Request, type Response } from 'express';
+import { Router, type Request, type RequestHandler, type Response } from 'express';
 import type { ChatMessage } from '../runtime/chat-types.js';
 import type { NewResponseRecord, ResponseBodyText, ResponseStore, SessionStore } from '../runtime/ports.js';
 import { isServiceError, ServiceError } from '../runtime/service-error.js';
@@ -31,11 +31,13 @@ export type ResponsesRouterDeps = BackgroundResponseDeps & {
 /**
  * The Responses API (`/v1/responses`): each response is a turn of a session, run by the same
  * agent as chat completions. `previous_response_id` continues the session of that response.
+ * `create` (`POST /v1/responses`) is mounted on the app itself, as chat completions is, so a
+ * turn passes no nested router; the other routes are `router`'s.
  */
-export function createResponsesRouter(deps: ResponsesRouterDeps): Router {
+export function createResponsesRoutes(deps: ResponsesRouterDeps): { create: RequestHandler; router: Router } {
   const router = Router();
 
-  router.post('/v1/responses', async (req, res) => {
+  const create: RequestHandler = async (req, res) => {
     const request = parseResponsesRequest(req.body, { maxMessages: deps.maxMessages });
     const userId = userOf(req, res, deps.defaults.userId);
     const continuation = await continuationFor(deps, userId, request);
@@ -56,7 +58,7 @@ export function createResponsesRouter(deps: ResponsesRouterDeps): Router {
       if (!isServiceError(error) || error.code !== 'SESSION_CONFLICT' || res.headersSent) throw error;
       await answerTurn({ ...turn, continuation: await continuationFor(deps, userId, request) });
     }
-  });
+  };
 
   router.get('/v1/responses/:response_id', async (req, res) => {
     const id = String(req.params.response_id);
@@ -91,7 +93,7 @@ export function createResponsesRouter(deps: ResponsesRouterDeps): Router {
     res.json({ id, object: 'response', deleted: true });
   });
 
-  return router;
+  return { create, router };
 }
 
 /** One turn of the Responses API, from its continuation to its answer. */

@@ -22,7 +22,7 @@ import { createSessionLeaseRepository } from '../storage/session-lease-repositor
 import { createDatabase, createStores, migrateToLatest, type CreateDatabaseOptions, type Database } from '../storage/index.js';
 import { createAgentsRouter, createHistoryHandlers } from './agents-routes.js';
 import { BackgroundRuns } from './background-runs.js';
-import { createResponsesRouter } from './responses-routes.js';
+import { createResponsesRoutes } from './responses-routes.js';
 import { createConversationsRouter } from './conversations-routes.js';
 import { createApiKeyGuard } from './api-keys.js';
 import { createApp } from './app.js';
@@ -243,7 +243,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     maxMessages: config.app.max_messages,
     limiter,
     defaults,
-    responsesRouter: createResponsesRouter({
+    responses: createResponsesRoutes({
       supervisor,
       responses: stores.responses,
       background: stores.backgroundResponses,
