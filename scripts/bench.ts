@@ -208,7 +208,7 @@ async function rankProfile(run: Run, profileDir: string, apis: Api[], cells: Mea
     apis.map(async (api) => {
       const phases = cells.filter((cell) => cell.setting.api === api).flatMap((cell) => cell.phases);
       const threads = await readSelfTime(profileDir, ROOT, phases.map((phase) => phase.load.windowUs), Number.POSITIVE_INFINITY);
-      const turns = phases.reduce((sum, phase) => sum + phase.load.totals.length, 0);
+      const turns = phases.reduce((sum, phase) => sum + phase.load.answers, 0);
       // Threads that were idle all along (tsx's module loader) are left out.
       return threads.filter((thread) => thread.totalMs - thread.idleMs > 0.05 * thread.totalMs).map((thread) => ({ ...thread, ...(apis.length > 1 ? { api } : {}), turns }));
     }),

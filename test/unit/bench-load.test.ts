@@ -3,6 +3,7 @@ import { averageCpu } from '../../scripts/bench/cpu-usage.js';
 import { runLoadPhase, summariseLoad, type Exchange, type LoadPhase } from '../../scripts/bench/load.js';
 
 const phase = (totals: number[], elapsedMs: number, windowUs: [number, number], errors: string[] = []): LoadPhase => ({
+  answers: totals.length,
   totals,
   firstPieces: [],
   errors: errors.length,
@@ -64,13 +65,29 @@ describe('a bench phase’s measured window', () => {
     expect(log.slice(0, open).filter((entry) => entry.startsWith('answered'))).to.have.length(8);
     expect(log.slice(0, open).filter((entry) => entry.startsWith('sent')).length).to.be.greaterThan(8);
     // Counted: the answers inside the window; the requests in flight at its deadline are answered after it, and nothing is sent then.
-    const inside = log.slice(open, close).filter((entry) => entry.startsWith('answered')).length;
+    const answeredInside = log.slice(open, close).filter((entry) => entry.startsWith('answered'));
+    const sentBefore = new Set(log.slice(0, open).filter((entry) => entry.startsWith('sent')).map((entry) => entry.slice('sent '.length)));
     const after = log.slice(close + 1);
-    expect(phase.totals).to.have.length(inside);
+    expect(phase.answers).to.equal(answeredInside.length);
+    // Timed: those of them sent inside the window too.
+    expect(phase.totals).to.have.length(answeredInside.filter((entry) => !sentBefore.has(entry.slice('answered '.length))).length);
     expect(after.length).to.be.within(1, 4);
     expect(after.every((entry) => entry.startsWith('answered'))).to.equal(true);
     expect(phase.elapsedMs).to.be.at.least(59);
     expect(phase.windowUs[1] - phase.windowUs[0]).to.be.closeTo(phase.elapsedMs * 1000, 2_000);
+  });
+
+  it('counts the answer of a request sent during the warm-up and answered in the window, but leaves its duration out', async () => {
+    // Request 0 is slow: sent with the warm-up's first burst, it is still in flight when the
+    // other client's fourth answer opens the window, and is answered well inside it.
+    const exchange: Exchange = async (_dispatcher, _worker, seq) => {
+      const ms = seq === 0 ? 80 : 5;
+      await new Promise((resolve) => setTimeout(resolve, ms));
+      return { totalMs: ms };
+    };
+    const phase = await runLoadPhase({ origin: 'http://127.0.0.1:9', connections: 2, warmup: 4, durationMs: 150, exchange });
+    expect(phase.totals.every((ms) => ms === 5)).to.equal(true);
+    expect(phase.answers).to.equal(phase.totals.length + 1);
   });
 
   it('with a number of requests, sends exactly those after the warm-up and closes once the last is answered', async () => {
