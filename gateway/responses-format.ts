@@ -176,8 +176,9 @@ export type ResponseObject = ReturnType<typeof responseBody>;
 
 /**
  * A response object as its JSON text, serialised once for the client and for storage (which
- * keeps the text as it is), and its status. Lone surrogates are replaced, as PostgreSQL's
- * JSON types need them, so the text stored is the text sent.
+ * keeps the text as it is), and its status. Lone surrogates are replaced by U+FFFD, as in the
+ * service's other stored JSON (PostgreSQL's JSON types refuse them, and a lapsed background
+ * response's failure is written into its body as jsonb): the text stored is the text sent.
  */
 export function bodyTextOf(body: ResponseBody): ResponseBodyText {
   return { status: body.status, json: toJsonText(body) };

@@ -1,8 +1,10 @@
+import type { ResponseBody } from '../runtime/ports.js';
+
 /**
  * The fields of a response object in the order `responseBody` (gateway/responses-format.ts)
  * makes them, which is OpenAI's schema's, each with the value it holds unless its request or
- * its turn set it. A body is stored whole, as the client was sent it; bodies stored from
- * 32fbdd4 until migration 0015 left out their id and the fields at these values, and reading
+ * its turn set it. A body is stored whole, as the client was sent it; bodies stored by the
+ * builds before migration 0015 left out their id and the fields at these values, and reading
  * one fills them in again. The fields without a value (undefined) were always stored.
  */
 const FIELDS: Readonly<Record<string, unknown>> = {
@@ -40,7 +42,7 @@ export const RESPONSE_BODY_DEFAULTS_JSON = JSON.stringify(FIELDS);
  * The response object of a stored body: its id and status (the row's columns), the defaults
  * a body stored without them left out, and its own fields, in the schema's order.
  */
-export function responseBodyOf(id: string, status: string, stored: Readonly<Record<string, unknown>>): Record<string, unknown> & { status: string } {
+export function responseBodyOf(id: string, status: string, stored: Readonly<Record<string, unknown>>): ResponseBody {
   const defaults = JSON.parse(RESPONSE_BODY_DEFAULTS_JSON) as Record<string, unknown>;
   const body: Record<string, unknown> = {};
   for (const key in FIELDS) {
@@ -48,5 +50,5 @@ export function responseBodyOf(id: string, status: string, stored: Readonly<Reco
     if (value !== undefined) body[key] = value;
   }
   for (const key in stored) if (!(key in body)) body[key] = stored[key];
-  return body as Record<string, unknown> & { status: string };
+  return body as ResponseBody;
 }
