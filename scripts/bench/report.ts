@@ -4,6 +4,7 @@ import { cpus, loadavg, platform, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 import type { SelfTimeComparison, SelfTimeReport } from './cpu-profile.js';
 import type { CpuUsage } from './cpu-usage.js';
+import { median } from './latency-stats.js';
 import type { LoadResult } from './load.js';
 import type { Api, BenchOptions, SessionMode, Target } from './options.js';
 import { recallSection, type RecallReport } from './recall-latency.js';
@@ -151,10 +152,10 @@ export function checkGoals(allCells: CellResult[]): string[] {
     const chat = chatTwin(all, cell);
     if (!chat) continue;
     const name = `${LABELS[cell.target]} responses (${cell.mode})${cell.stream ? ' stream' : ''} c=${cell.connections}`;
-    const rate = cell.result.rps / chat.result.rps;
-    goal(rate >= 0.9, `${name}: req/s ${percent(rate)} of chat completions' (goal >= 90%)`);
-    const cpu = serviceCpuMs(cell) / serviceCpuMs(chat);
-    goal(cpu <= 1.1, `${name}: service CPU a turn ${percent(cpu)} of chat completions' (goal <= 110%)`);
+    const { rps: rate, cpu, rounds } = judgedRatios(chat, cell);
+    const over = rounds > 1 ? `, median of ${rounds} rounds` : '';
+    goal(rate >= 0.9, `${name}: req/s ${percent(rate)} of chat completions' (goal >= 90%${over})`);
+    goal(cpu <= 1.1, `${name}: service CPU a turn ${percent(cpu)} of chat completions' (goal <= 110%${over})`);
   }
   // With a connection per session (session) and with sessions sharing the connections (pooled).
   for (const cell of allCells.filter((c) => c.workers !== undefined && c.workers > 1 && c.mode !== 'new' && c.connections === 128)) {
@@ -187,6 +188,27 @@ export function roundRatios(chat: CellResult, responses: CellResult): Array<{ rp
   });
   const cpuOf = (round: RoundResult) => serviceCpuMs({ target: chat.target, result: round, cpu: round.cpu });
   return pairs.map((pair) => ({ rps: pair.responses.rps / pair.chat.rps, cpu: cpuOf(pair.responses) / cpuOf(pair.chat) }));
+}
+
+/** Rounds from which a Responses API cell's goal is judged by the median of its rounds' ratios. */
+const MEDIAN_ROUNDS = 3;
+
+/**
+ * The ratios (responses / chat) a Responses API cell's goal is judged by, and over how many
+ * rounds: with MEDIAN_ROUNDS rounds or more, the median of the rounds' ratios; otherwise the
+ * ratios of the cells' sums (`rounds` 1). This machine's speed moves by a third for seconds at
+ * a time, and a spell falls in one API's halves of a round as often as in both: in the CPU
+ * profiles of eight rounds, the code both APIs run alike (the state machine, the LLM client,
+ * undici, the turn runner) cost 0.78 to 1.52 times as much a turn in the Responses API's halves
+ * as in chat's of the same round. A sum weighs the round a spell fell in as much as the others
+ * together; the median does not.
+ */
+export function judgedRatios(chat: CellResult, responses: CellResult): { rps: number; cpu: number; rounds: number } {
+  const byRound = roundRatios(chat, responses);
+  if (byRound.length >= MEDIAN_ROUNDS) {
+    return { rps: median(byRound.map((round) => round.rps)), cpu: median(byRound.map((round) => round.cpu)), rounds: byRound.length };
+  }
+  return { rps: responses.result.rps / chat.result.rps, cpu: serviceCpuMs(responses) / serviceCpuMs(chat), rounds: 1 };
 }
 
 /** The cells of the throughput scenario (the workers scenario's have a worker count). */
@@ -254,7 +276,7 @@ function apiSection(allCells: CellResult[]): Section | undefined {
     'pg cpu ms/turn responses',
   ];
   const rounds = pairs.some(({ responses }) => responses.rounds !== undefined);
-  if (rounds) headers.push('req/s ratio by round', 'cpu ratio by round');
+  if (rounds) headers.push('req/s ratio, median of rounds', 'cpu ratio, median of rounds', 'req/s ratio by round', 'cpu ratio by round');
   const rows = pairs.map(({ chat, responses }) => {
     const postgresCpu = (cell: CellResult) => cpuPerRequestMs(cell, cell.cpu.byProcess.postgres ?? 0);
     const [chatCpu, responsesCpu, chatPg, responsesPg] = [serviceCpuMs(chat), serviceCpuMs(responses), postgresCpu(chat), postgresCpu(responses)];
@@ -277,7 +299,14 @@ function apiSection(allCells: CellResult[]): Section | undefined {
       ratio(responsesCpu / chatCpu),
       hasPg ? chatPg.toFixed(2) : '',
       hasPg ? responsesPg.toFixed(2) : '',
-      ...(rounds ? [listed(byRound.map((round) => round.rps)), listed(byRound.map((round) => round.cpu))] : []),
+      ...(rounds
+        ? [
+            byRound.length > 0 ? ratio(median(byRound.map((round) => round.rps))) : '',
+            byRound.length > 0 ? ratio(median(byRound.map((round) => round.cpu))) : '',
+            listed(byRound.map((round) => round.rps)),
+            listed(byRound.map((round) => round.cpu)),
+          ]
+        : []),
     ];
   });
   return {
@@ -285,8 +314,12 @@ function apiSection(allCells: CellResult[]): Section | undefined {
     table: { headers, rows },
     lines: [
       'Each API was measured in two halves of the cell time, in the order of --apis and back (A B B A) at each setting, its halves added together: a later cell runs on a larger database.',
-      ...(rounds ? ['With --rounds, the service was started afresh for each round, which measured every cell: a cell and its ratios add all rounds up; the last two columns give the ratios of each round.'] : []),
-      'A turn through /v1/responses is meant to cost within 10% of the same turn through chat completions: req/s ratio >= 0.90, cpu ratio <= 1.10.',
+      ...(rounds
+        ? [
+            'With --rounds, the service was started afresh for each round, which measured every cell: a cell and its ratios add all rounds up; the last columns give the median of the rounds\' ratios and each round\'s.',
+          ]
+        : []),
+      `A turn through /v1/responses is meant to cost within 10% of the same turn through chat completions: req/s ratio >= 0.90, cpu ratio <= 1.10 (with ${MEDIAN_ROUNDS} rounds or more, the median of the rounds' ratios: the machine's speed swings for seconds at a time, and a sum weighs the round a slow spell fell in as much as the rest).`,
     ],
   };
 }

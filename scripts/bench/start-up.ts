@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { chatBodies } from './chat-body.js';
 import { freePort, runScript, startChild } from './child-process.js';
 import { addCleanup } from './cleanup.js';
+import { median } from './latency-stats.js';
 import { jsonExchange, runLoad } from './load.js';
 import { SERVICE_SCRIPT, startNodeFlags } from './start-command.js';
 import type { PgliteMemoryProbeResult } from './pglite-memory-probe.js';
@@ -178,7 +179,6 @@ function probePglite(root: string, dataDir: string, sharedBuffersMb: number, ini
   });
 }
 
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 const inMb = (bytes: number) => (bytes / MB).toFixed(0);
 
 /** The report sections: start times and memory per case, the cached sessions, and PGlite's memory. */

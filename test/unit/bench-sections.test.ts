@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { recallSection } from '../../scripts/bench/recall-latency.js';
-import { roundRatios, type CellResult } from '../../scripts/bench/report.js';
+import { judgedRatios, roundRatios, type CellResult } from '../../scripts/bench/report.js';
+import { median } from '../../scripts/bench/latency-stats.js';
 import type { RecallCase } from '../../scripts/bench/recall-probe.js';
 import { sessionMemorySection } from '../../scripts/bench/session-memory.js';
 import type { MemoryReading, SessionMemoryProbeResult } from '../../scripts/bench/session-memory-probe.js';
@@ -105,5 +106,42 @@ describe('roundRatios', () => {
 
   it('is empty for cells measured in one round', () => {
     expect(roundRatios(cell('chat'), cell('responses'))).to.deep.equal([]);
+  });
+
+  describe('judgedRatios', () => {
+    it("takes the median of three rounds' ratios or more, so that one slow round does not decide the cell", () => {
+      const chat = cell('chat', [
+        [1000, 1.0],
+        [1000, 1.0],
+        [1000, 1.0],
+      ]);
+      // The third round ran in a slow spell: 0.6 of chat's req/s at the same cores.
+      const responses = cell('responses', [
+        [950, 1.0],
+        [920, 1.0],
+        [600, 1.0],
+      ]);
+      const judged = judgedRatios(chat, responses);
+      expect(judged.rounds).to.equal(3);
+      expect(judged.rps).to.be.closeTo(0.92, 1e-9);
+      expect(judged.cpu).to.be.closeTo(1000 / 920, 1e-9);
+    });
+
+    it("takes the ratios of the cells' sums below three rounds", () => {
+      const chat = { ...cell('chat'), cpu: { byProcess: { 'service pg': 1.0 }, foreign: 0, steal: 0 } };
+      const responses = { ...cell('responses'), result: { ...cell('responses').result, rps: 800 }, cpu: { byProcess: { 'service pg': 1.0 }, foreign: 0, steal: 0 } };
+      const judged = judgedRatios(chat, responses);
+      expect(judged.rounds).to.equal(1);
+      expect(judged.rps).to.be.closeTo(0.8, 1e-9);
+      expect(judged.cpu).to.be.closeTo(1.25, 1e-9);
+    });
+  });
+});
+
+describe('median', () => {
+  it('is the middle value, or the mean of the two middle ones', () => {
+    expect(median([3, 1, 2])).to.equal(2);
+    expect(median([4, 1, 3, 2])).to.equal(2.5);
+    expect(median([])).to.be.NaN;
   });
 });
