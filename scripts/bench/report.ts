@@ -199,7 +199,7 @@ const MEDIAN_ROUNDS = 3;
  * ratios of the cells' sums (`rounds` 1). This machine's speed moves by a third for seconds at
  * a time, and a spell falls in one API's halves of a round as often as in both: in the CPU
  * profiles of eight rounds, the code both APIs run alike (the state machine, the LLM client,
- * undici, the turn runner) cost 0.78 to 1.52 times as much a turn in the Responses API's halves
+ * undici, the turn runner) cost 0.77 to 1.53 times as much a turn in the Responses API's halves
  * as in chat's of the same round. A sum weighs the round a spell fell in as much as the others
  * together; the median does not.
  */
