@@ -174,9 +174,8 @@ export class ResponseEventStream {
    */
   end(response: ResponseBodyText): void {
     if (response.status === 'completed' || response.status === 'failed') {
-      const sequence = this.sequence++;
       const type = `response.${response.status}`;
-      this.sink.event(type, `{"type":"${type}","sequence_number":${sequence},"response":${response.json}}`, sequence);
+      this.emitJson(type, (sequence) => `{"type":"${type}","sequence_number":${sequence},"response":${response.json}}`);
     }
     this.sink.end();
   }
@@ -222,8 +221,13 @@ export class ResponseEventStream {
   }
 
   private emit(type: string, fields: Record<string, unknown>): void {
+    this.emitJson(type, (sequence) => JSON.stringify({ type, sequence_number: sequence, ...fields }));
+  }
+
+  /** Sends the next event, its JSON text made with its sequence number. */
+  private emitJson(type: string, json: (sequence: number) => string): void {
     const sequence = this.sequence++;
-    this.sink.event(type, JSON.stringify({ type, sequence_number: sequence, ...fields }), sequence);
+    this.sink.event(type, json(sequence), sequence);
   }
 }
 
