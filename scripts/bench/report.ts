@@ -205,10 +205,13 @@ const MEDIAN_ROUNDS = 3;
  */
 export function judgedRatios(chat: CellResult, responses: CellResult): { rps: number; cpu: number; rounds: number } {
   const byRound = roundRatios(chat, responses);
-  if (byRound.length >= MEDIAN_ROUNDS) {
-    return { rps: median(byRound.map((round) => round.rps)), cpu: median(byRound.map((round) => round.cpu)), rounds: byRound.length };
-  }
+  if (byRound.length >= MEDIAN_ROUNDS) return { ...medianRatios(byRound), rounds: byRound.length };
   return { rps: responses.result.rps / chat.result.rps, cpu: serviceCpuMs(responses) / serviceCpuMs(chat), rounds: 1 };
+}
+
+/** The median of rounds' ratios, each ratio apart. */
+function medianRatios(byRound: Array<{ rps: number; cpu: number }>): { rps: number; cpu: number } {
+  return { rps: median(byRound.map((round) => round.rps)), cpu: median(byRound.map((round) => round.cpu)) };
 }
 
 /** The cells of the throughput scenario (the workers scenario's have a worker count). */
@@ -281,6 +284,7 @@ function apiSection(allCells: CellResult[]): Section | undefined {
     const postgresCpu = (cell: CellResult) => cpuPerRequestMs(cell, cell.cpu.byProcess.postgres ?? 0);
     const [chatCpu, responsesCpu, chatPg, responsesPg] = [serviceCpuMs(chat), serviceCpuMs(responses), postgresCpu(chat), postgresCpu(responses)];
     const byRound = roundRatios(chat, responses);
+    const medians = medianRatios(byRound);
     const listed = (ratios: number[]) => ratios.map((value) => value.toFixed(2)).join(' ');
     const hasPg = chat.target === 'pg';
     return [
@@ -301,8 +305,8 @@ function apiSection(allCells: CellResult[]): Section | undefined {
       hasPg ? responsesPg.toFixed(2) : '',
       ...(rounds
         ? [
-            byRound.length > 0 ? ratio(median(byRound.map((round) => round.rps))) : '',
-            byRound.length > 0 ? ratio(median(byRound.map((round) => round.cpu))) : '',
+            byRound.length > 0 ? ratio(medians.rps) : '',
+            byRound.length > 0 ? ratio(medians.cpu) : '',
             listed(byRound.map((round) => round.rps)),
             listed(byRound.map((round) => round.cpu)),
           ]
