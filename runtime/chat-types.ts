@@ -13,8 +13,11 @@ export type ToolCall = Extract<ChatCompletionMessageToolCall, { type: 'function'
 /** A tool offered to the LLM in the OpenAI `tools` field. */
 export type ToolDefinition = ChatCompletionTool;
 
-/** Token counts reported by the LLM server. */
-export type Usage = { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+/**
+ * Token counts of an LLM call: the server's, or counted by the service when the server sent
+ * none (`estimated`); `reasoning_tokens`, of the completion's, when the server counts them.
+ */
+export type Usage = { prompt_tokens: number; completion_tokens: number; total_tokens: number; reasoning_tokens?: number; estimated?: boolean };
 
 /** The parameters of one LLM call. */
 export type GenerationParams = { model: string; temperature: number; max_tokens: number };

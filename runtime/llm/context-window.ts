@@ -1,0 +1,86 @@
+import type { ChatMessage, ToolDefinition } from '../chat-types.js';
+import { estimateMessageTokens, estimatePromptTokens } from './token-estimate.js';
+
+/**
+ * A call's messages fitted into the model's context window: how many older ones were left out,
+ * and how many of the history before the new message were kept (what a tighter fit could leave out).
+ */
+export type FittedContext = { messages: ChatMessage[]; dropped: number; history: number; promptTokens: number };
+
+/** Why even the least a call needs does not fit: the figures, for the error the client gets. */
+export class ContextOverflow extends Error {
+  override readonly name = 'ContextOverflow';
+
+  constructor(
+    readonly window: number,
+    readonly promptTokens: number,
+    readonly maxTokens: number,
+  ) {
+    super(
+      `This model's maximum context length is ${window} tokens. However, the least this request needs is about ${promptTokens} tokens of ` +
+        `prompt (the system prompt, the tools and the new message) and ${maxTokens} for the reply. Please shorten the message or lower max_tokens.`,
+    );
+  }
+}
+
+/**
+ * Fits a call into a context window of `window` tokens, counted by `scale` times the
+ * service's estimate. What a call always needs stays: every system message (the service's
+ * prompt, memories, the client's own), the tool definitions, the new message with whatever
+ * followed it in this turn (the model's tool calls and their results), and room for `maxTokens`
+ * of reply. Then as many of the most recent earlier messages as fit, newest first, a tool
+ * exchange (an assistant's calls with their results) whole or not at all; the history kept
+ * starts at a user message, as templates expect. Throws `ContextOverflow` when even the least
+ * does not fit.
+ */
+export function fitContext(
+  messages: readonly ChatMessage[],
+  options: { window: number; maxTokens: number; tools?: readonly ToolDefinition[]; scale: number },
+): FittedContext {
+  const tokens = (count: number) => Math.ceil(count * options.scale);
+  const all = tokens(estimatePromptTokens(messages, options.tools));
+  const lastUser = messages.map((message) => message.role).lastIndexOf('user');
+  const pinnedFrom = lastUser >= 0 ? lastUser : messages.length - 1;
+  if (all + options.maxTokens <= options.window) {
+    const history = messages.filter((message, index) => message.role !== 'system' && index < pinnedFrom).length;
+    return { messages: [...messages], dropped: 0, history, promptTokens: all };
+  }
+  const isPinned = (message: ChatMessage, index: number) => message.role === 'system' || index >= pinnedFrom;
+  const pinned = messages.filter(isPinned);
+  const least = tokens(estimatePromptTokens(pinned, options.tools));
+  if (least + options.maxTokens > options.window) throw new ContextOverflow(options.window, least, options.maxTokens);
+
+  const units = historyUnits(messages.slice(0, pinnedFrom));
+  let room = options.window - options.maxTokens - least;
+  let kept = units.length;
+  while (kept > 0) {
+    const cost = tokens(units[kept - 1]!.reduce((sum, message) => sum + estimateMessageTokens(message), 0));
+    if (cost > room) break;
+    room -= cost;
+    kept--;
+  }
+  // The history kept starts at a user message: a reply without its question reads as the model's own.
+  while (kept < units.length && units[kept]![0]!.role !== 'user') kept++;
+  const history = new Set(units.slice(kept).flat());
+  const fitted = messages.filter((message, index) => isPinned(message, index) || history.has(message));
+  const dropped = messages.length - fitted.length;
+  return { messages: fitted, dropped, history: history.size, promptTokens: options.window - options.maxTokens - room };
+}
+
+/**
+ * The non-system messages of the history in the units they are dropped by: an assistant
+ * message with tool calls together with the tool results after it, any other message alone.
+ */
+function historyUnits(history: readonly ChatMessage[]): ChatMessage[][] {
+  const units: ChatMessage[][] = [];
+  for (const message of history) {
+    if (message.role === 'system') continue;
+    const last = units.at(-1);
+    if (message.role === 'tool' && last && (last[0]!.role === 'tool' || (last[0]!.role === 'assistant' && (last[0] as { tool_calls?: unknown[] }).tool_calls?.length))) {
+      last.push(message);
+    } else {
+      units.push([message]);
+    }
+  }
+  return units;
+}
