@@ -86,6 +86,11 @@ export type ConfigValues = {
     health_timeout_ms: number;
     embedding_model: string;
     failure_mode: 'reply' | 'http';
+    context_window: number;
+    tool_call_parser: 'auto' | 'none' | 'hermes' | 'llama3_json' | 'mistral';
+    alternate_roles: 'auto' | 'always' | 'never';
+    max_retries: number;
+    max_connections: number;
   };
   database: { url: string; data_dir: string; pool_size: number; embedded_shared_buffers_mb: number };
   memory: {
@@ -187,6 +192,31 @@ export const configSchema: convict.Schema<ConfigValues> = {
       default: 'reply',
       env: 'LLM_FAILURE_MODE',
     },
+    context_window: {
+      doc: "The model's context window in tokens; 0 learns it from the server (max_model_len in vLLM's and SGLang's /v1/models, n_ctx in llama.cpp's /props, context_length in Ollama's /api/ps). Every LLM call is fitted into it: the system prompt, the tools, the new message and max_tokens always, then the most recent history that fits; a request whose least does not fit is answered 400 context_length_exceeded.",
+      format: 'nat',
+      default: 0,
+      env: 'LLM_CONTEXT_WINDOW',
+    },
+    tool_call_parser: {
+      doc: 'Tool calls the LLM server left as text in a reply (no tool-call parser, or one that missed) are read out of it: auto (Hermes/Qwen <tool_call>, Llama 3 JSON and Mistral [TOOL_CALLS]), none, or one of hermes, llama3_json, mistral. Only when tools were offered.',
+      format: ['auto', 'none', 'hermes', 'llama3_json', 'mistral'],
+      default: 'auto',
+      env: 'LLM_TOOL_CALL_PARSER',
+    },
+    alternate_roles: {
+      doc: "Whether the model's chat template requires roles to alternate user/assistant after one system message (Mistral, Gemma and others): auto learns it from the template's error once, always shapes every call so, never leaves calls as they are.",
+      format: ['auto', 'always', 'never'],
+      default: 'auto',
+      env: 'LLM_ALTERNATE_ROLES',
+    },
+    max_retries: {
+      doc: 'How many more times an LLM call is sent when the server answered 429 or 503 with a Retry-After of at most 10 s, or the request never reached it (a kept-alive connection it had just closed); 0 sends each call once.',
+      format: 'nat',
+      default: 2,
+      env: 'LLM_MAX_RETRIES',
+    },
+    max_connections: { doc: 'Connections kept to the LLM server at most, per worker.', format: 'positive-int', default: 256, env: 'LLM_MAX_CONNECTIONS' },
   },
   database: {
     url: {

@@ -6,6 +6,7 @@ import type { ToolServerStatus } from '../runtime/tools/tool-runner.js';
 import type { ApiKeyGuard } from './api-keys.js';
 import { createChatRoute, type ChatRouteDeps } from './chat-route.js';
 import { createErrorHandler, notFoundHandler } from './error-handler.js';
+import type { ServerReport } from '../runtime/llm/server-profile.js';
 import { createHealthRoute } from './health-route.js';
 import { loopbackOnly } from './loopback-only.js';
 import { createMetricsRoute } from './metrics-route.js';
@@ -39,7 +40,7 @@ export type AppDeps = {
   /** Per-user limits on chat requests (`limits.*`). */
   limiter: UsageLimiter;
   defaults: ChatRouteDeps['defaults'];
-  llm: { baseUrl: string; apiKey: string; healthTimeoutMs: number };
+  llm: { baseUrl: string; apiKey: string; healthTimeoutMs: number; server: () => ServerReport };
   /** The port the service listens on, read when /health answers. */
   port: () => number;
   /** The /v1/webhooks routes (subscriptions, delivery log). */
@@ -77,6 +78,7 @@ export function createApp(deps: AppDeps): Express {
       llmBaseUrl: deps.llm.baseUrl,
       llmApiKey: deps.llm.apiKey,
       timeoutMs: deps.llm.healthTimeoutMs,
+      llmProfile: deps.llm.server,
       port: deps.port,
       toolStatus: deps.toolStatus,
       starting: deps.starting,

@@ -24,7 +24,12 @@ export type CallEntry = {
       /** The names of the tools offered. */
       tools: string[];
       finish_reason: string | null;
-      usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number } | null;
+      /** The server's counts; `estimated` when it sent none and the service counted them, `reasoning_tokens` when it counted those. */
+      usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number; reasoning_tokens?: number; estimated?: boolean } | null;
+      /** The model's reasoning in its reply (null when it gave none). */
+      reasoning: string | null;
+      /** What the service mended or made of the call for its server (see docs/llm-servers.md); empty when nothing. */
+      repairs: string[];
     }
   | {
       type: 'tool';
@@ -51,7 +56,9 @@ export function callEntry(call: CallRecord): CallEntry {
   if (call.kind === 'llm') {
     const { model, temperature, maxTokens, finishReason, usage } = call;
     const { messages, tools } = sentBody(call.request);
-    return { ...common, type: 'llm', model, temperature, max_tokens: maxTokens, messages, tools, finish_reason: finishReason, usage };
+    const reasoning = call.reasoning ?? null;
+    const repairs = call.repairs ?? [];
+    return { ...common, type: 'llm', model, temperature, max_tokens: maxTokens, messages, tools, finish_reason: finishReason, usage, reasoning, repairs };
   }
   const { name, server, tool, arguments: args, result, approvalRequestId } = call;
   return { ...common, type: 'tool', name, server, tool, arguments: args, result, approval_request_id: approvalRequestId };

@@ -90,6 +90,7 @@ async function streamTurn(supervisor: Supervisor, turn: TurnRequest, request: Ch
   const { handlers, begin } = streamingHandlers(sse, res, signal, {
     open: () => sse.data(chunks.role()),
     content: (piece) => sse.data(chunks.content(piece)),
+    reasoning: (piece) => sse.data(chunks.reasoning(piece)),
     toolCall: (delta) => sse.data(chunks.toolCall(delta)),
   });
   try {
@@ -115,6 +116,8 @@ async function streamTurn(supervisor: Supervisor, turn: TurnRequest, request: Ch
 export type TurnStream = {
   open(): void;
   content(piece: string): void;
+  /** A piece of the model's reasoning. */
+  reasoning(piece: string): void;
   toolCall(delta: ToolCallDelta): void;
   toolActivity?(activity: ToolActivity): void;
   approvalRequests?(requests: ApprovalRequest[]): void;
@@ -137,6 +140,10 @@ export function streamingHandlers(sse: SseWriter, res: Response, signal: AbortSi
     onContent: (piece) => {
       begin();
       stream.content(piece);
+    },
+    onReasoning: (piece) => {
+      begin();
+      stream.reasoning(piece);
     },
     onToolCallDelta: (delta) => {
       begin();

@@ -16,9 +16,14 @@ export function unixNow(): number {
   return Math.floor(Date.now() / 1000);
 }
 
-/** The non-streaming response body. The agent never refuses: `refusal` is always null, as OpenAI's schema requires it present. */
+/**
+ * The non-streaming response body. The agent never refuses: `refusal` is always null, as
+ * OpenAI's schema requires it present. The model's reasoning is `reasoning_content`, where
+ * DeepSeek's API, Open WebUI and LibreChat read it.
+ */
 export function completionBody(id: string, model: string, created: number, outcome: TurnOutcome) {
   const message: Record<string, unknown> = { role: 'assistant', content: outcome.content, refusal: null };
+  if (outcome.reasoning !== '') message.reasoning_content = outcome.reasoning;
   if (outcome.toolCalls.length > 0) {
     message.tool_calls = outcome.toolCalls;
     if (outcome.content === '') message.content = null;
@@ -29,7 +34,18 @@ export function completionBody(id: string, model: string, created: number, outco
     created,
     model,
     choices: [{ index: 0, message, logprobs: null, finish_reason: outcome.finishReason }],
-    ...(outcome.usage ? { usage: outcome.usage } : {}),
+    ...(outcome.usage ? { usage: usageBody(outcome.usage) } : {}),
+  };
+}
+
+/** The usage in OpenAI's shape: the counts, and the reasoning tokens among the completion's when the server counted them. */
+export function usageBody(usage: Usage) {
+  const { prompt_tokens, completion_tokens, total_tokens, reasoning_tokens } = usage;
+  return {
+    prompt_tokens,
+    completion_tokens,
+    total_tokens,
+    ...(reasoning_tokens === undefined ? {} : { completion_tokens_details: { reasoning_tokens } }),
   };
 }
 
@@ -50,6 +66,10 @@ export class ChunkFormatter {
     return `${this.prefix}[{"index":0,"delta":{"content":${JSON.stringify(piece)}},"logprobs":null,"finish_reason":null}]}`;
   }
 
+  reasoning(piece: string): string {
+    return `${this.prefix}[{"index":0,"delta":{"reasoning_content":${JSON.stringify(piece)}},"logprobs":null,"finish_reason":null}]}`;
+  }
+
   toolCall(delta: ToolCallDelta): string {
     return `${this.prefix}[{"index":0,"delta":{"tool_calls":[${JSON.stringify(delta)}]},"logprobs":null,"finish_reason":null}]}`;
   }
@@ -59,6 +79,6 @@ export class ChunkFormatter {
   }
 
   usage(usage: Usage): string {
-    return `${this.prefix}[],"usage":${JSON.stringify(usage)}}`;
+    return `${this.prefix}[],"usage":${JSON.stringify(usageBody(usage))}}`;
   }
 }

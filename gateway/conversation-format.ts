@@ -1,7 +1,7 @@
 import type { ChatMessage } from '../runtime/chat-types.js';
 import type { ConversationRecord, SessionRecord } from '../runtime/ports.js';
 import { APPROVAL_ROLE, storedToolCall, toTurn, type Turn } from '../runtime/sessions/conversation-history.js';
-import { FAILED_REPLY_ROLE, PRIVATE_STEP_ROLE } from '../runtime/sessions/supervisor.js';
+import { FAILED_REPLY_ROLE, PRIVATE_STEP_ROLE, REASONING_ROLE } from '../runtime/sessions/supervisor.js';
 import type { StartingItem } from './conversation-request.js';
 import { functionCallItem, outputTextPart } from './responses-format.js';
 
@@ -34,8 +34,8 @@ export function recordIdOf(itemId: string): number | undefined {
  * are input messages; the assistant's replies (failed ones too) output messages; a `tool_call`
  * record (`{id, name, arguments}`) a `function_call`; a `tool` record (`{tool_call_id,
  * content}`) a `function_call_output`; an `approval` record (`{approval_request_id, approve,
- * reason?}`) an `mcp_approval_response`; a private step's text (an agent state's that handed
- * over to another, kept out of the reply) a `reasoning` item with that text. A record of any
+ * reason?}`) an `mcp_approval_response`; the model's reasoning, and a private step's text (an
+ * agent state's that handed over to another, kept out of the reply), a `reasoning` item with that text. A record of any
  * other role is a message of role `unknown`.
  */
 export function conversationItem(record: ConversationRecord): Record<string, unknown> {
@@ -60,7 +60,7 @@ export function conversationItem(record: ConversationRecord): Record<string, unk
       reason: typeof reason === 'string' ? reason : null,
     };
   }
-  if (record.role === PRIVATE_STEP_ROLE) {
+  if (record.role === PRIVATE_STEP_ROLE || record.role === REASONING_ROLE) {
     return { id: itemId('reasoning', record), type: 'reasoning', status: 'completed', summary: [], content: [{ type: 'reasoning_text', text: record.message }] };
   }
   if (ASSISTANT_ROLES.has(record.role)) {

@@ -106,6 +106,7 @@ async function runInBackground(
     signal,
     onSessionReady: () => stream.inProgress(),
     onContent: (piece) => stream.text(piece),
+    onReasoning: (piece) => stream.reasoning(piece),
     onToolCallDelta: (delta) => stream.toolCall(delta),
     onToolActivity: (activity) => stream.toolActivity(activity),
   };

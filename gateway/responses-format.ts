@@ -36,17 +36,37 @@ export function newItemId(prefix: string): string {
 }
 
 /**
- * The ids of a turn's output items: its message items' by their order, its `mcp_call` items'
- * by the call's id, and each client function call's by its index.
+ * The ids of a turn's output items: its message and reasoning items' by their order, its
+ * `mcp_call` items' by the call's id, and each client function call's by its index.
  */
-export type OutputIds = { message: (index: number) => string; mcpCall: (callId: string) => string; call: (index: number) => string };
+export type OutputIds = {
+  message: (index: number) => string;
+  reasoning: (index: number) => string;
+  mcpCall: (callId: string) => string;
+  call: (index: number) => string;
+};
 
 /** Fresh ids for every output item. */
-export const NEW_OUTPUT_IDS: OutputIds = { message: () => newItemId('msg'), mcpCall: () => newItemId('mcp'), call: () => newItemId('fc') };
+export const NEW_OUTPUT_IDS: OutputIds = {
+  message: () => newItemId('msg'),
+  reasoning: () => newItemId('rs'),
+  mcpCall: () => newItemId('mcp'),
+  call: () => newItemId('fc'),
+};
 
 /** An assistant message item with one `output_text` part. */
 export function messageItem(id: string, text: string, status: 'in_progress' | 'completed') {
   return { id, type: 'message', status, role: 'assistant', content: status === 'completed' ? [outputTextPart(text)] : [] };
+}
+
+/** A `reasoning` item: the model's reasoning as one `reasoning_text` part (its text so far while in progress). */
+export function reasoningItem(id: string, text: string, status: 'in_progress' | 'completed') {
+  return { id, type: 'reasoning', status, summary: [], content: status === 'completed' ? [reasoningTextPart(text)] : [] };
+}
+
+/** A `reasoning_text` content part. */
+export function reasoningTextPart(text: string) {
+  return { type: 'reasoning_text', text };
 }
 
 /** An `output_text` content part. */
@@ -99,19 +119,24 @@ export function outputItems(outcome: Pick<TurnOutcome, 'steps' | 'toolCalls' | '
   return items;
 }
 
-/** The items of a turn's steps: a message for each text, an `mcp_call` for each call of the service's tools. */
+/**
+ * The items of a turn's steps: a `reasoning` item for each round's reasoning, a message for each
+ * text, an `mcp_call` for each call of the service's tools.
+ */
 export function stepItems(steps: readonly TurnStep[], ids: OutputIds = NEW_OUTPUT_IDS): Array<Record<string, unknown>> {
   let messages = 0;
-  return steps.map((step) =>
-    step.type === 'text'
-      ? messageItem(ids.message(messages++), step.text, 'completed')
-      : mcpCallItem(ids.mcpCall(step.call.id), step.call, step.result, step.approvalRequestId),
-  );
+  let reasonings = 0;
+  return steps.map((step) => {
+    if (step.type === 'reasoning') return reasoningItem(ids.reasoning(reasonings++), step.text, 'completed');
+    if (step.type === 'text') return messageItem(ids.message(messages++), step.text, 'completed');
+    return mcpCallItem(ids.mcpCall(step.call.id), step.call, step.result, step.approvalRequestId);
+  });
 }
 
 /**
- * The Responses API's usage from the LLM server's token counts. The LLM server reports no
- * cached, cache-write or reasoning tokens: the details OpenAI's schema requires are 0.
+ * The Responses API's usage from the LLM server's token counts: its reasoning tokens when it
+ * counts them; no cached or cache-write tokens are reported, so those details OpenAI's schema
+ * requires are 0.
  */
 export function responseUsage(usage: Usage | null) {
   if (!usage) return null;
@@ -119,7 +144,7 @@ export function responseUsage(usage: Usage | null) {
     input_tokens: usage.prompt_tokens,
     input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
     output_tokens: usage.completion_tokens,
-    output_tokens_details: { reasoning_tokens: 0 },
+    output_tokens_details: { reasoning_tokens: usage.reasoning_tokens ?? 0 },
     total_tokens: usage.total_tokens,
   };
 }

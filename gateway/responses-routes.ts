@@ -176,6 +176,7 @@ async function streamResponse(supervisor: Supervisor, turnOf: TurnOf, frame: Res
   const { handlers, begin } = streamingHandlers(sse, res, signal, {
     open: () => events.begin(),
     content: (piece) => events.text(piece),
+    reasoning: (piece) => events.reasoning(piece),
     toolCall: (delta) => events.toolCall(delta),
     toolActivity: (activity) => events.toolActivity(activity),
     approvalRequests: (requests) => events.approvalRequests(requests),

@@ -11,6 +11,8 @@ import {
   newItemId,
   outputItems,
   outputTextPart,
+  reasoningItem,
+  reasoningTextPart,
   responseBody,
   responseUsage,
   type OutputIds,
@@ -27,12 +29,14 @@ export type ResponseEventSink = { event(type: string, json: string, sequence: nu
 /** A client function call as it streams in. */
 type StreamedCall = { itemId: string; outputIndex: number; id: string; name: string; arguments: string };
 
-/** A streamed message item. */
+/** A streamed message or reasoning item. */
 type StreamedMessage = { itemId: string; outputIndex: number; text: string; open: boolean };
 
 /**
  * The semantic events of one streamed response, each with the next `sequence_number`:
- * `response.created` and `response.in_progress`; each message item (`output_item.added`,
+ * `response.created` and `response.in_progress`; each reasoning item (`output_item.added`,
+ * `content_part.added`, a `reasoning_text.delta` per piece, `reasoning_text.done`,
+ * `content_part.done`, `output_item.done`); each message item (`output_item.added`,
  * `content_part.added`, an `output_text.delta` per piece, `output_text.done`,
  * `content_part.done`, `output_item.done`); each call of the service's tools
  * (`output_item.added`, `mcp_call.in_progress`, `mcp_call_arguments.delta` and `.done`,
@@ -46,6 +50,7 @@ export class ResponseEventStream {
   private sequence = 0;
   private outputs = 0;
   private readonly messages: StreamedMessage[] = [];
+  private readonly reasonings: StreamedMessage[] = [];
   private readonly mcpCalls = new Map<string, { itemId: string; outputIndex: number }>();
   private readonly calls = new Map<number, StreamedCall>();
   /** The finished items by output index: what a failed response shows. */
@@ -77,18 +82,35 @@ export class ResponseEventStream {
   /** The response as it stands while it is produced: the items so far, the open message with its text so far. */
   partial(): ResponseObject {
     const open = this.messages.at(-1);
+    const thinking = this.reasonings.at(-1);
     const items = new Map(this.finished);
     if (open?.open) items.set(open.outputIndex, { ...messageItem(open.itemId, open.text, 'completed'), status: 'in_progress' });
+    if (thinking?.open) items.set(thinking.outputIndex, { ...reasoningItem(thinking.itemId, thinking.text, 'completed'), status: 'in_progress' });
     return responseBody(this.frame, { status: 'in_progress', output: byOutputIndex(items) });
   }
 
   /** Closes the items of a turn that was cancelled and returns the response: `cancelled`, with what was produced until then. */
   cancel(): ResponseBodyText {
-    this.closeMessage();
+    this.closeItems();
     return bodyTextOf(responseBody(this.frame, { status: 'cancelled', output: byOutputIndex(this.finished) }));
   }
 
+  /** A piece of the model's reasoning: it goes in the open reasoning item, or a new one. */
+  reasoning(piece: string): void {
+    this.closeMessage();
+    let item = this.reasonings.at(-1);
+    if (!item?.open) {
+      item = { itemId: newItemId('rs'), outputIndex: this.outputs++, text: '', open: true };
+      this.reasonings.push(item);
+      this.emit('response.output_item.added', { output_index: item.outputIndex, item: reasoningItem(item.itemId, '', 'in_progress') });
+      this.emit('response.content_part.added', { item_id: item.itemId, output_index: item.outputIndex, content_index: 0, part: reasoningTextPart('') });
+    }
+    item.text += piece;
+    this.emit('response.reasoning_text.delta', { item_id: item.itemId, output_index: item.outputIndex, content_index: 0, delta: piece });
+  }
+
   text(piece: string): void {
+    this.closeReasoning();
     const message = this.openMessage();
     message.text += piece;
     this.emit('response.output_text.delta', { item_id: message.itemId, output_index: message.outputIndex, content_index: 0, delta: piece, logprobs: [] });
@@ -97,7 +119,7 @@ export class ResponseEventStream {
   toolActivity(activity: ToolActivity): void {
     const { call, approvalRequestId } = activity;
     if (activity.phase === 'started') {
-      this.closeMessage();
+      this.closeItems();
       const item = { itemId: newItemId('mcp'), outputIndex: this.outputs++ };
       this.mcpCalls.set(call.id, item);
       const where = { item_id: item.itemId, output_index: item.outputIndex };
@@ -116,7 +138,7 @@ export class ResponseEventStream {
 
   /** The calls the turn ended holding for the user's approval: each an `mcp_approval_request` item, added and done. */
   approvalRequests(requests: readonly ApprovalRequest[]): void {
-    this.closeMessage();
+    this.closeItems();
     for (const request of requests) {
       const outputIndex = this.outputs++;
       this.emit('response.output_item.added', { output_index: outputIndex, item: approvalRequestItem(request) });
@@ -127,7 +149,7 @@ export class ResponseEventStream {
   toolCall(delta: ToolCallDelta): void {
     let call = this.calls.get(delta.index);
     if (!call) {
-      this.closeMessage();
+      this.closeItems();
       call = { itemId: newItemId('fc'), outputIndex: this.outputs++, id: delta.id ?? '', name: delta.function?.name ?? '', arguments: '' };
       this.calls.set(delta.index, call);
       this.emit('response.output_item.added', { output_index: call.outputIndex, item: functionCallItem(call.itemId, call, 'in_progress') });
@@ -143,7 +165,7 @@ export class ResponseEventStream {
    * `failed` when the LLM call failed), as its text, to be stored before `end` sends it.
    */
   close(outcome: TurnOutcome): ResponseBodyText {
-    this.closeMessage();
+    this.closeItems();
     if (outcome.failure) return this.failedBody(outcome.failure.message);
     // A turn with nothing else to show has an empty message (as outputItems makes it).
     if (this.messages.length === 0 && outcome.toolCalls.length === 0 && outcome.approvalRequests.length === 0) {
@@ -161,6 +183,7 @@ export class ResponseEventStream {
     }
     const ids: OutputIds = {
       message: (index) => this.messages[index]?.itemId ?? newItemId('msg'),
+      reasoning: (index) => this.reasonings[index]?.itemId ?? newItemId('rs'),
       mcpCall: (callId) => this.mcpCalls.get(callId)?.itemId ?? newItemId('mcp'),
       call: (index) => callOf(index)?.itemId ?? newItemId('fc'),
     };
@@ -187,7 +210,7 @@ export class ResponseEventStream {
 
   /** Closes the items of a turn that failed and returns the response: `failed`, its output what finished before the failure. */
   failure(message: string): ResponseBodyText {
-    this.closeMessage();
+    this.closeItems();
     return this.failedBody(message);
   }
 
@@ -203,6 +226,22 @@ export class ResponseEventStream {
     this.emit('response.output_item.added', { output_index: message.outputIndex, item: messageItem(message.itemId, '', 'in_progress') });
     this.emit('response.content_part.added', { item_id: message.itemId, output_index: message.outputIndex, content_index: 0, part: outputTextPart('') });
     return message;
+  }
+
+  /** Closes the open reasoning and message items. */
+  private closeItems(): void {
+    this.closeReasoning();
+    this.closeMessage();
+  }
+
+  private closeReasoning(): void {
+    const item = this.reasonings.at(-1);
+    if (!item?.open) return;
+    item.open = false;
+    const where = { item_id: item.itemId, output_index: item.outputIndex, content_index: 0 };
+    this.emit('response.reasoning_text.done', { ...where, text: item.text });
+    this.emit('response.content_part.done', { ...where, part: reasoningTextPart(item.text) });
+    this.itemDone(item.outputIndex, reasoningItem(item.itemId, item.text, 'completed'));
   }
 
   private closeMessage(): void {

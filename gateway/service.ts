@@ -134,7 +134,18 @@ export async function startService(config: AppConfig, logger: Logger, options: S
   // Connects every tool server in parallel, each within its time-out, while the service starts
   // listening; failures retry in the background. A turn waits for these first attempts.
   startup.add('mcp_servers', tools.start());
-  const llm = createLlmClient({ baseUrl: config.llm.base_url, apiKey: config.llm.api_key, timeoutMs: config.llm.timeout_ms });
+  const llm = createLlmClient({
+    baseUrl: config.llm.base_url,
+    apiKey: config.llm.api_key,
+    timeoutMs: config.llm.timeout_ms,
+    maxConnections: config.llm.max_connections,
+    maxRetries: config.llm.max_retries,
+    model: config.llm.model,
+    probeTimeoutMs: config.llm.health_timeout_ms,
+    server: { contextWindow: config.llm.context_window, toolCallParser: config.llm.tool_call_parser, alternateRoles: config.llm.alternate_roles },
+  });
+  // What the LLM server tells of itself (its context window first of all) is asked while the service starts; a call waits for it briefly.
+  void llm.probe();
   // The embedded database serves one process: only PostgreSQL can be shared by several.
   const leases =
     database.kind === 'pg'
@@ -263,7 +274,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
       events,
       defaultUserId: defaults.userId,
     }),
-    llm: { baseUrl: config.llm.base_url, apiKey: config.llm.api_key, healthTimeoutMs: config.llm.health_timeout_ms },
+    llm: { baseUrl: config.llm.base_url, apiKey: config.llm.api_key, healthTimeoutMs: config.llm.health_timeout_ms, server: () => llm.server() },
     port: () => port,
     webhooksRouter: createWebhooksRouter({ store: webhookStore, policy: webhookPolicy, onChange: () => webhooks.refresh() }),
     metrics,

@@ -48,8 +48,11 @@ export type SessionLimits = { maxToolRounds: number; maxHandoffs: number };
 /** The input a session actor is created with; `messages` is the first turn's context when the graph starts in an agent state. */
 export type SessionInput = SessionLimits & { sessionId: string; messages?: ChatMessage[] };
 
-/** Why a turn failed: the LLM call or the tool runner threw. */
-export type SessionFailure = { source: 'llm' | 'tool'; message: string };
+/**
+ * Why a turn failed: the LLM call or the tool runner threw; `code`, the error's own code when it
+ * has one (an LLM call refused because the conversation does not fit the model's context window).
+ */
+export type SessionFailure = { source: 'llm' | 'tool'; message: string; code?: string };
 
 /** Why a transition was taken (the `reason` of the context). */
 export type TransitionReason =
@@ -109,6 +112,12 @@ function assistantMessage(reply: AgentReply, withToolCalls: boolean): ChatMessag
 function errorMessage(error: unknown): string {
   const message = typeof error === 'object' && error !== null ? (error as { message?: unknown }).message : undefined;
   return typeof message === 'string' ? message : String(error);
+}
+
+/** The error's own code, when it has a string one. */
+function errorCode(error: unknown): { code?: string } {
+  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
+  return typeof code === 'string' ? { code } : {};
 }
 
 const sessionSetup = setup({
@@ -179,7 +188,7 @@ function failTurn(graph: StateGraph, resting: string, source: SessionFailure['so
   return {
     target: resting,
     actions: [
-      { type: 'recordFailure', params: ({ event }: { event: { error: unknown } }) => ({ source, message: errorMessage(event.error) }) } as const,
+      { type: 'recordFailure', params: ({ event }: { event: { error: unknown } }) => ({ source, message: errorMessage(event.error), ...errorCode(event.error) }) } as const,
       ...arrive(graph, resting, `${source}_error`),
     ],
   };

@@ -187,7 +187,18 @@ export type LlmCallRecord = CallBase & {
    */
   request: string;
   finishReason: string | null;
+  /** The server's token counts, or the service's (`estimated`) when it sent none. */
   usage: Usage | null;
+  /** The model's reasoning in the reply (null when it gave none, or the call failed; absent in records stored before). */
+  reasoning?: string | null;
+  /**
+   * What the service mended or made of the call for its server, by name: the history it left
+   * out to fit the window (`context_fitted:N`), the tools described in the prompt, the tool
+   * calls read from text, the ids and indexes it gave them, the usage it counted… (see
+   * docs/llm-servers.md). Empty when the server answered as OpenAI does. Absent in records
+   * stored before.
+   */
+  repairs?: string[];
 };
 
 /** A call of one of the service's tools: what the model called, where it ran, with what, and its result. */

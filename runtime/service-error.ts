@@ -2,6 +2,7 @@
 export const ERROR_STATUS = {
   INVALID_REQUEST: 400,
   INVALID_JSON: 400,
+  CONTEXT_LENGTH_EXCEEDED: 400,
   UNAUTHORIZED: 401,
   INVALID_API_KEY: 401,
   MISSING_API_KEY: 401,
@@ -26,6 +27,7 @@ export type ErrorCode = keyof typeof ERROR_STATUS;
 const ERROR_TYPE: Record<ErrorCode, string> = {
   INVALID_REQUEST: 'invalid_request_error',
   INVALID_JSON: 'invalid_request_error',
+  CONTEXT_LENGTH_EXCEEDED: 'invalid_request_error',
   UNAUTHORIZED: 'authentication_error',
   INVALID_API_KEY: 'authentication_error',
   MISSING_API_KEY: 'authentication_error',

@@ -430,7 +430,9 @@ function callContext(call) {
   const context = document.createElement('div');
   context.className = 'call-context';
   if (call.type === 'llm') {
-    const usage = call.usage ? `${call.usage.prompt_tokens} prompt + ${call.usage.completion_tokens} completion = ${call.usage.total_tokens}` : 'not reported';
+    const usage = call.usage
+      ? `${call.usage.prompt_tokens} prompt + ${call.usage.completion_tokens} completion = ${call.usage.total_tokens}${call.usage.estimated ? ' (estimated: the server sent none)' : ''}`
+      : 'not reported';
     context.append(
       fields([
         ['started', new Date(call.started_at).toLocaleString()],
@@ -439,7 +441,9 @@ function callContext(call) {
         ['max_tokens', call.max_tokens ?? 'not sent'],
         ['finish reason', call.finish_reason ?? '—'],
         ['tokens', usage],
+        ...((call.repairs ?? []).length > 0 ? [['mended for the server', call.repairs.join(', ')]] : []),
       ]),
+      ...(call.reasoning ? [heading('Reasoning'), block('call-reasoning', call.reasoning)] : []),
       heading(`Tools (${call.tools.length})`),
     );
     const tools = document.createElement('p');

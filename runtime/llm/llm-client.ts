@@ -1,22 +1,32 @@
-import type { ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParamsBase } from 'openai/resources/chat/completions';
-import { Pool, errors as undiciErrors } from 'undici';
-import { readSseData } from './sse-reader.js';
+import type { ChatCompletionCreateParamsBase } from 'openai/resources/chat/completions';
 import type { ChatMessage, GenerationParams, ToolCall, ToolDefinition, Usage } from '../chat-types.js';
+import { CallSignal } from './call-signal.js';
+import { shapeForTemplate } from './chat-template-shape.js';
+import { ContextOverflow, fitContext } from './context-window.js';
+import { ReplyNormalizer, type NormalizedReply } from './reply-normalizer.js';
+import { LlmServerProfile, type ServerReport, type ServerSettings } from './server-profile.js';
+import { readSseData } from './sse-reader.js';
+import { estimatePromptTokens } from './token-estimate.js';
+import type { ToolCallDelta } from './tool-call-assembler.js';
+import { withToolsInPrompt } from './tools-in-prompt.js';
+import { sendWithRetries } from './upstream-retries.js';
+import { classifyUpstreamError, describeFailure, LlmCallError, upstreamErrorOf, upstreamFailure, type UpstreamError } from './upstream-errors.js';
+import { UpstreamHttp } from './upstream-http.js';
+import { countUsage } from './usage-count.js';
 
-/** What one LLM call returns once it has finished. */
+export { LlmCallError } from './upstream-errors.js';
+export type { ToolCallDelta } from './tool-call-assembler.js';
+
+/** What one LLM call returns once it has finished, in one shape whatever the server sent. */
 export type LlmReply = {
   content: string;
+  /** The model's reasoning (never part of `content`, never sent back to the model); '' when it gave none. */
+  reasoning: string;
   toolCalls: ToolCall[];
   finishReason: string;
   usage: Usage | null;
-};
-
-/** A piece of a tool call as it streams: the OpenAI delta shape. */
-export type ToolCallDelta = {
-  index: number;
-  id?: string;
-  type?: 'function';
-  function?: { name?: string; arguments?: string };
+  /** What the service mended or made of the server's answer, by name (for the call's record). */
+  repairs: string[];
 };
 
 /** One LLM call. */
@@ -30,202 +40,250 @@ export type LlmCallOptions = {
   signal?: AbortSignal;
   /** Streams the call and hands each content piece here as it arrives. */
   onContent?: (piece: string) => void;
+  /** Streams the call and hands each piece of the model's reasoning here as it arrives. */
+  onReasoning?: (piece: string) => void;
   /** Streams the call and hands each tool-call piece here as it arrives. */
   onToolCallDelta?: (delta: ToolCallDelta) => void;
-  /** Given the exact JSON body of the call just before it is sent. */
+  /** Given the exact JSON body of the call just before it is sent (again, if the call is made again). */
   onRequestBody?: (body: string) => void;
 };
 
 /** The link to the LLM server. */
 export type LlmClient = {
   generate(request: LlmRequest, options?: LlmCallOptions): Promise<LlmReply>;
+  /** Asks the server what it can tell of itself (its model and context window) ahead of the first call; never rejects. */
+  probe(): Promise<void>;
+  /** What the service learnt of the server (`/health`). */
+  server(): ServerReport;
   /** Closes the kept-alive connections. */
   close(): Promise<void>;
 };
 
 /** Settings of the link to the LLM server. */
-export type LlmClientOptions = { baseUrl: string; apiKey: string; timeoutMs: number };
+export type LlmClientOptions = {
+  baseUrl: string;
+  apiKey: string;
+  timeoutMs: number;
+  /** Connections kept to the server at most (`llm.max_connections`). */
+  maxConnections?: number;
+  /** Attempts after the first for a call the server turned away busy, or that never reached it (`llm.max_retries`). */
+  maxRetries?: number;
+  /** The model the side endpoints are asked about (Ollama's `/api/ps`, the tokenizer). */
+  model?: string;
+  /** What cannot be learnt, or should not be (`llm.context_window`, `llm.tool_call_parser`, `llm.alternate_roles`). */
+  server?: Partial<ServerSettings>;
+  /** How long the server's side endpoints (`/v1/models`, `/props`, `/tokenize`) are given, in ms. */
+  probeTimeoutMs?: number;
+};
 
-/** An LLM call that failed; the message is the description the specification puts in replies. */
-export class LlmCallError extends Error {
-  override readonly name = 'LlmCallError';
-}
+/** A reply may run to this many characters a token of its `max_tokens` (a token is rarely half as long) before it is cut. */
+const CHARS_PER_TOKEN_BOUND = 16;
+
+/** How often a call is made again in a shape learnt from the server's error. */
+const MAX_RESHAPES = 3;
+
+/** How long a call waits at most for the server's profile (its window, first of all) before going without it. */
+const PROFILE_WAIT_MS = 2000;
+
+/** After a probe that learnt nothing, how long before the next call asks again. */
+const REPROBE_MS = 30_000;
 
 /**
- * Creates the LLM client: the OpenAI chat-completions protocol, typed with the `openai`
- * package, over a keep-alive undici pool (the SDK's own request path costs several times
- * the CPU per call). No retries (a retry could run a turn twice), a per-request time-out,
- * and the caller's AbortSignal on every request.
+ * Creates the LLM client: the OpenAI chat-completions protocol over a keep-alive undici pool
+ * (the `openai` SDK's own request path costs several times the CPU per call; its types stay).
+ * It is where the servers' differences end (vLLM, SGLang, Ollama, llama.cpp, each in its
+ * versions): a call is fitted into the model's context window and shaped as its chat template
+ * wants, and whatever the server sends back is turned into one shape (`ReplyNormalizer`);
+ * what the server refuses for a reason the service can mend (alternating roles, no system
+ * role, no tool-call parser, a window smaller than estimated) it learns and asks again. A call
+ * turned away busy (429, 503) or lost on a connection the server had just closed is sent again
+ * within `maxRetries`; any other failure is the caller's, as an `LlmCallError`.
  */
 export function createLlmClient(options: LlmClientOptions): LlmClient {
-  const base = new URL(options.baseUrl.replace(/\/+$/, '') + '/');
-  const pool = new Pool(base.origin, { connections: 256, keepAliveTimeout: 30_000 });
-  const path = `${base.pathname}chat/completions`;
-  const headers = { 'content-type': 'application/json', accept: 'application/json', authorization: `Bearer ${options.apiKey}` };
+  const http = new UpstreamHttp({ baseUrl: options.baseUrl, apiKey: options.apiKey, maxConnections: options.maxConnections ?? 256 });
+  const profile = new LlmServerProfile({ contextWindow: 0, toolCallParser: 'auto', alternateRoles: 'auto', ...options.server });
+  const chatPath = http.apiPath('chat/completions');
+  const probeTimeoutMs = options.probeTimeoutMs ?? PROFILE_WAIT_MS;
+  const model = options.model ?? 'default';
+  const maxRetries = options.maxRetries ?? 2;
+  let probed: { at: number; done: Promise<void> } | undefined;
+
+  /** Asks the server what the profile needs, once (and again later while it has not told its window). */
+  function probe(): Promise<void> {
+    const now = performance.now();
+    if (probed && (profile.contextWindow !== undefined || now - probed.at < REPROBE_MS)) return probed.done;
+    probed = { at: now, done: probeServer(http, profile, model, probeTimeoutMs) };
+    return probed.done;
+  }
 
   async function generate(request: LlmRequest, callOptions: LlmCallOptions = {}): Promise<LlmReply> {
-    const streaming = Boolean(callOptions.onContent || callOptions.onToolCallDelta);
-    const body: ChatCompletionCreateParamsBase = toRequestBody(request);
-    if (streaming) Object.assign(body, { stream: true, stream_options: { include_usage: true } });
     const call = new CallSignal(callOptions.signal, options.timeoutMs);
-    const { signal } = call;
     try {
-      const text = JSON.stringify(body);
-      callOptions.onRequestBody?.(text);
-      const response = await pool.request({ path, method: 'POST', headers, body: text, signal });
-      if (response.statusCode !== 200) {
-        throw new LlmCallError(`${response.statusCode} ${errorMessageOf(await response.body.text().catch(() => ''))}`);
+      await call.race(probe());
+      const streaming = isStreaming(callOptions);
+      for (let reshapes = 0; ; reshapes++) {
+        const prepared = prepare(request, profile, streaming);
+        const text = JSON.stringify(prepared.body);
+        callOptions.onRequestBody?.(text);
+        const response = await sendWithRetries(() => http.post(chatPath, text, call.signal), { maxRetries, signal: call.signal });
+        if (response.statusCode !== 200) {
+          const error = upstreamErrorOf(response.statusCode, await response.body.text().catch(() => ''));
+          if (reshapes < MAX_RESHAPES && learnFrom(error, prepared, profile)) continue;
+          throw upstreamFailure(error);
+        }
+        const normalizer = new ReplyNormalizer({
+          toolFormats: prepared.tools.length > 0 ? profile.toolFormats : [],
+          startsInReasoning: profile.startsInReasoning,
+          maxChars: Math.max(1, request.max_tokens) * CHARS_PER_TOKEN_BOUND,
+          onContent: callOptions.onContent,
+          onReasoning: callOptions.onReasoning,
+          onToolCallDelta: callOptions.onToolCallDelta,
+        });
+        if (streaming) await readStream(response.body, normalizer, call.signal);
+        else normalizer.completion((await response.body.json()) as Record<string, unknown>);
+        return await finish(normalizer.result(), prepared, streaming);
       }
-      return streaming ? await readStream(response.body, callOptions, signal) : toReply((await response.body.json()) as ChatCompletion);
     } catch (error) {
       if (error instanceof LlmCallError) throw error;
+      if (error instanceof ContextOverflow) throw new LlmCallError(error.message, { code: 'context_length_exceeded', cause: error });
       throw new LlmCallError(describeFailure(error, callOptions.signal, call.timedOut), { cause: error });
     } finally {
       call.done();
     }
   }
 
-  return { generate, close: () => pool.close() };
+  /** The reply, with its usage counted when the server sent none, and what it showed learnt. */
+  async function finish(reply: NormalizedReply, prepared: PreparedCall, streaming: boolean): Promise<LlmReply> {
+    if (reply.finishReason === null) {
+      if (streaming) throw new LlmCallError('the LLM stream ended before the reply was complete');
+      reply.finishReason = reply.toolCalls.length > 0 ? 'tool_calls' : 'stop';
+    }
+    profile.observe(reply.observed);
+    const repairs = [...prepared.repairs, ...reply.observed.repairs];
+    if (reply.cut) repairs.push('reply_cut');
+    let usage = reply.usage;
+    if (streaming) profile.streamsUsage = usage !== null || profile.streamsUsage === true;
+    if (usage === null) {
+      usage = await countUsage({ messages: prepared.body.messages, tools: prepared.body.tools }, reply, (text) => countTokens(http, profile, model, text, probeTimeoutMs));
+      repairs.push('usage_counted');
+    } else {
+      profile.learnTokenScale(usage.prompt_tokens, estimatePromptTokens(prepared.body.messages, prepared.body.tools));
+    }
+    return { content: reply.content, reasoning: reply.reasoning, toolCalls: reply.toolCalls, finishReason: reply.finishReason, usage, repairs };
+  }
+
+  return { generate, probe, server: () => profile.report(), close: () => http.close() };
 }
 
-function toRequestBody(request: LlmRequest): ChatCompletionCreateParamsBase {
-  const body: ChatCompletionCreateParamsBase = {
-    model: request.model,
-    messages: request.messages,
-    temperature: request.temperature,
-    max_tokens: request.max_tokens,
-  };
-  if (request.tools && request.tools.length > 0) body.tools = request.tools;
-  return body;
+/** A call as it is sent: its body, the tools it offers natively, and what was changed to make it fit the server. */
+type PreparedCall = {
+  body: ChatCompletionCreateParamsBase & { messages: ChatMessage[]; tools?: ToolDefinition[] };
+  tools: ToolDefinition[];
+  /** More of the history could be left out if the server's count is higher than the estimate. */
+  droppable: boolean;
+  repairs: string[];
+};
+
+/**
+ * The body of a call as the server wants it: the tools described in the prompt when it parses
+ * no tool calls, fitted into the context window (when known), shaped for the chat template;
+ * usage asked for when streaming.
+ */
+function prepare(request: LlmRequest, profile: LlmServerProfile, streaming: boolean): PreparedCall {
+  const tools = request.tools ?? [];
+  const repairs: string[] = [];
+  const native = tools.length > 0 && profile.nativeTools;
+  let messages = request.messages;
+  if (tools.length > 0 && !native) {
+    messages = withToolsInPrompt(messages, tools);
+    repairs.push('tools_in_prompt');
+  }
+  let droppable = false;
+  const window = profile.contextWindow;
+  if (window !== undefined) {
+    const fitted = fitContext(messages, { window, maxTokens: request.max_tokens, tools: native ? tools : undefined, scale: profile.tokenScale });
+    if (fitted.dropped > 0) repairs.push(`context_fitted:${fitted.dropped}`);
+    droppable = fitted.history > 0;
+    messages = fitted.messages;
+  }
+  const shaped = shapeForTemplate(messages, profile.templateRules);
+  if (shaped.length !== messages.length) repairs.push('messages_shaped');
+  const body: PreparedCall['body'] = { model: request.model, messages: shaped, temperature: request.temperature, max_tokens: request.max_tokens };
+  if (native) body.tools = tools;
+  if (streaming) Object.assign(body, { stream: true, stream_options: { include_usage: true } });
+  return { body, tools, droppable, repairs };
 }
 
-function toReply(completion: ChatCompletion): LlmReply {
-  const choice = completion.choices?.[0];
-  if (!choice) throw new LlmCallError('the LLM server returned no choices');
-  const toolCalls = (choice.message.tool_calls ?? []).filter((call): call is ToolCall => call.type === 'function');
-  return {
-    content: choice.message.content ?? '',
-    toolCalls,
-    finishReason: choice.finish_reason ?? 'stop',
-    usage: completion.usage ? pickUsage(completion.usage) : null,
-  };
+/** Whether a call streams: when it has somewhere to stream to. */
+function isStreaming(options: LlmCallOptions): boolean {
+  return Boolean(options.onContent || options.onToolCallDelta || options.onReasoning);
 }
 
-async function readStream(body: AsyncIterable<Buffer>, options: LlmCallOptions, signal: AbortSignal): Promise<LlmReply> {
-  let content = '';
-  let finishReason: string | null = null;
-  let usage: Usage | null = null;
-  const toolCalls = new ToolCallAssembler();
+/** Learns from an error answer what to send instead; true when the call is worth making again. */
+function learnFrom(error: UpstreamError, prepared: PreparedCall, profile: LlmServerProfile): boolean {
+  switch (classifyUpstreamError(error)) {
+    case 'roles_must_alternate':
+    case 'system_role_unsupported':
+      return profile.learnTemplate(classifyUpstreamError(error) as 'roles_must_alternate' | 'system_role_unsupported');
+    case 'no_native_tools':
+      return prepared.body.tools !== undefined && profile.learnNoNativeTools();
+    case 'context_length':
+      // The server counts more than the estimate: fit tighter, while there is history to leave out.
+      return prepared.droppable && profile.learnTighterFit();
+    default:
+      return false;
+  }
+}
+
+/** Reads a streamed reply into the normaliser, up to the end (or to the bound, leaving the rest unread). */
+async function readStream(body: AsyncIterable<Buffer>, normalizer: ReplyNormalizer, signal: AbortSignal): Promise<void> {
   for await (const data of readSseData(body)) {
     if (data === '[DONE]') break;
-    const chunk = JSON.parse(data) as ChatCompletionChunk & { error?: { message?: string } };
-    if (chunk.error) throw new LlmCallError(chunk.error.message ?? 'the LLM server reported an error mid-stream');
-    if (chunk.usage) usage = pickUsage(chunk.usage);
-    const choice = chunk.choices?.[0];
-    if (!choice) continue;
-    const piece = choice.delta?.content;
-    if (piece) {
-      content += piece;
-      options.onContent?.(piece);
+    let chunk: Record<string, unknown>;
+    try {
+      chunk = JSON.parse(data) as Record<string, unknown>;
+    } catch (error) {
+      throw new LlmCallError('the LLM server sent a stream event that is not valid JSON', { cause: error });
     }
-    for (const delta of choice.delta?.tool_calls ?? []) options.onToolCallDelta?.(toolCalls.add(delta));
-    if (choice.finish_reason) finishReason = choice.finish_reason;
+    const failure = chunk.error;
+    if (failure !== undefined && failure !== null) {
+      // A failure mid-stream: SGLang and vLLM send `{"error": {...}}`, llama.cpp too (then ends without [DONE]).
+      throw upstreamFailure(upstreamErrorOf(0, JSON.stringify(chunk)));
+    }
+    normalizer.chunk(chunk);
+    if (normalizer.isCut) break;
   }
   if (signal.aborted) throw signal.reason;
-  if (finishReason === null) throw new LlmCallError('the LLM stream ended before the reply was complete');
-  return { content, toolCalls: toolCalls.calls(), finishReason, usage };
-}
-
-/** Rebuilds whole tool calls from streamed deltas, keyed by their index. */
-class ToolCallAssembler {
-  private readonly byIndex = new Map<number, ToolCall>();
-
-  add(delta: ToolCallDelta): ToolCallDelta {
-    let call = this.byIndex.get(delta.index);
-    if (!call) {
-      call = { id: delta.id ?? '', type: 'function', function: { name: '', arguments: '' } };
-      this.byIndex.set(delta.index, call);
-    }
-    if (delta.id) call.id = delta.id;
-    if (delta.function?.name) call.function.name += delta.function.name;
-    if (delta.function?.arguments) call.function.arguments += delta.function.arguments;
-    return delta;
-  }
-
-  calls(): ToolCall[] {
-    return [...this.byIndex.entries()].sort(([a], [b]) => a - b).map(([, call]) => call);
-  }
-}
-
-function pickUsage(usage: Usage): Usage {
-  return {
-    prompt_tokens: usage.prompt_tokens,
-    completion_tokens: usage.completion_tokens,
-    total_tokens: usage.total_tokens,
-  };
-}
-
-/** The message of an OpenAI error body, or a short piece of whatever the server sent. */
-function errorMessageOf(text: string): string {
-  try {
-    const parsed = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
-    if (typeof parsed.error === 'string') return parsed.error;
-    if (typeof parsed.error?.message === 'string') return parsed.error.message;
-    if (typeof parsed.message === 'string') return parsed.message;
-  } catch {
-    // not JSON: fall through
-  }
-  return text.trim().slice(0, 200) || 'error from the LLM server';
 }
 
 /**
- * The signal of one LLM call: aborted by the caller's signal or after `timeoutMs`. One
- * controller and one timer, both let go when the call is done (`AbortSignal.any` and
- * `AbortSignal.timeout` cost several times as much a call, and keep their signals for the
- * garbage collector to trace).
+ * Asks the server for its model and context window: `/v1/models` (vLLM and SGLang give
+ * `max_model_len`), then, while the window is still unknown, llama.cpp's `/props` and
+ * Ollama's `/api/ps`. What it cannot learn stays unknown; nothing here fails a call.
  */
-class CallSignal {
-  private readonly controller = new AbortController();
-  private readonly timer: NodeJS.Timeout;
-  private readonly onCallerAbort: (() => void) | undefined;
-  timedOut = false;
-
-  constructor(
-    private readonly caller: AbortSignal | undefined,
-    timeoutMs: number,
-  ) {
-    this.timer = setTimeout(() => {
-      this.timedOut = true;
-      this.controller.abort(new DOMException('The LLM call timed out', 'TimeoutError'));
-    }, timeoutMs);
-    if (caller?.aborted) this.controller.abort(caller.reason);
-    else if (caller) {
-      this.onCallerAbort = () => this.controller.abort(caller.reason);
-      caller.addEventListener('abort', this.onCallerAbort, { once: true });
-    }
-  }
-
-  get signal(): AbortSignal {
-    return this.controller.signal;
-  }
-
-  done(): void {
-    clearTimeout(this.timer);
-    if (this.onCallerAbort) this.caller?.removeEventListener('abort', this.onCallerAbort);
-  }
+async function probeServer(http: UpstreamHttp, profile: LlmServerProfile, model: string, timeoutMs: number): Promise<void> {
+  profile.observeModels(await http.getJson(http.apiPath('models'), timeoutMs));
+  if (profile.contextWindow === undefined) profile.observeProps(await http.getJson('/props', timeoutMs));
+  if (profile.contextWindow === undefined) profile.observeOllamaModels(await http.getJson('/api/ps', timeoutMs), profile.model ?? model);
 }
 
-/** A short description of why an LLM call failed, without stack or secrets. */
-function describeFailure(error: unknown, callerSignal: AbortSignal | undefined, timedOut: boolean): string {
-  if (callerSignal?.aborted) return 'the request was cancelled';
-  if (timedOut || error instanceof undiciErrors.HeadersTimeoutError || error instanceof undiciErrors.BodyTimeoutError) {
-    return 'the LLM server did not answer in time';
+/**
+ * Counts a text's tokens with the server's `/tokenize`: vLLM's and SGLang's take `prompt` and
+ * answer `count`, llama.cpp's take `content` and answer `tokens`. The body that works is kept;
+ * a server with neither (Ollama) is not asked again.
+ */
+async function countTokens(http: UpstreamHttp, profile: LlmServerProfile, model: string, text: string, timeoutMs: number): Promise<number | undefined> {
+  const tries = profile.tokenizer === null ? (['prompt', 'content'] as const) : profile.tokenizer === 'none' ? [] : [profile.tokenizer];
+  for (const field of tries) {
+    const answer = (await http.postJson('/tokenize', field === 'prompt' ? { model, prompt: text } : { content: text }, timeoutMs)) as
+      | { count?: unknown; tokens?: unknown }
+      | undefined;
+    const count = typeof answer?.count === 'number' ? answer.count : Array.isArray(answer?.tokens) ? answer.tokens.length : undefined;
+    if (count !== undefined) {
+      profile.tokenizer = field;
+      return count;
+    }
   }
-  const code = (error as { code?: string; cause?: { code?: string } } | null)?.code ?? (error as { cause?: { code?: string } } | null)?.cause?.code;
-  if (code && /^(ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ETIMEDOUT|UND_ERR_CONNECT_TIMEOUT)$/.test(code)) {
-    return `cannot reach the LLM server (${code})`;
-  }
-  if (code && /^(ECONNRESET|EPIPE|UND_ERR_SOCKET|UND_ERR_CLOSED)$/.test(code)) return `the connection to the LLM server broke (${code})`;
-  if (error instanceof SyntaxError) return 'the LLM server sent a reply that is not valid JSON';
-  return error instanceof Error ? error.message : String(error);
+  if (profile.tokenizer === null) profile.tokenizer = 'none';
+  return undefined;
 }

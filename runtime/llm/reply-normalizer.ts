@@ -1,6 +1,6 @@
 import type { ToolCall, Usage } from '../chat-types.js';
 import { ThinkTagSplitter, type TextPiece } from './think-tags.js';
-import { ToolCallAssembler, type ToolCallDelta, type ToolCallRepair } from './tool-call-assembler.js';
+import { newToolCallId, ToolCallAssembler, type ToolCallDelta, type ToolCallRepair } from './tool-call-assembler.js';
 import { ToolCallMarkupReader, type MarkupRead, type ToolCallFormat } from './tool-call-markup.js';
 import { LlmCallError } from './upstream-errors.js';
 
@@ -127,6 +127,8 @@ export class ReplyNormalizer {
       finishReason = 'tool_calls';
     }
     for (const repair of this.calls.repairs) this.observed.repairs.add(toolCallRepairName(repair));
+    for (const shape of this.observed.toolCalls) if (shape !== 'native') this.observed.repairs.add(`tool_calls_from_text:${shape}`);
+    if (this.observed.reasoning.has('think_tags')) this.observed.repairs.add('reasoning_from_think_tags');
     if (this.splitter.reclassified) this.observed.repairs.add('unclosed_think_tag');
     this.observed.implicitThinkOpen = this.splitter.sawImplicitOpen;
     return { content: this.content, reasoning: this.reasoning, toolCalls, finishReason, usage: this.usage, cut: this.cut, observed: this.observed };
@@ -187,7 +189,8 @@ export class ReplyNormalizer {
     for (const call of read.calls) {
       if (this.cut) return;
       this.observed.toolCalls.add(call.format);
-      const piece = this.calls.addWhole({ name: call.name, arguments: call.arguments, ...(call.id ? { id: call.id } : {}) });
+      // A call written as text has no id but the model's own (Mistral's): it gets one, as OpenAI's calls have.
+      const piece = this.calls.addWhole({ name: call.name, arguments: call.arguments, id: call.id ?? newToolCallId() });
       this.options.onToolCallDelta?.(piece);
     }
   }

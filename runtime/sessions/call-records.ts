@@ -30,6 +30,8 @@ export function llmCallRecord(scope: CallScope, request: LlmRequest, body: strin
     request: body,
     finishReason: reply?.finishReason ?? null,
     usage: reply?.usage ?? null,
+    reasoning: reply?.reasoning || null,
+    repairs: reply?.repairs ?? [],
   };
 }
 
@@ -59,6 +61,23 @@ function timing(start: CallStart, end: CallEnd<unknown>): { startedAt: Date; dur
 
 function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * Two calls' usage added up (either may be null): the reasoning tokens where any call counted
+ * them, estimated when any call's was.
+ */
+export function sumUsage(sum: Usage | null, more: Usage | null): Usage | null {
+  if (!more) return sum;
+  if (!sum) return { ...more };
+  const reasoning = (sum.reasoning_tokens ?? 0) + (more.reasoning_tokens ?? 0);
+  return {
+    prompt_tokens: sum.prompt_tokens + more.prompt_tokens,
+    completion_tokens: sum.completion_tokens + more.completion_tokens,
+    total_tokens: sum.total_tokens + more.total_tokens,
+    ...(reasoning > 0 ? { reasoning_tokens: reasoning } : {}),
+    ...(sum.estimated || more.estimated ? { estimated: true } : {}),
+  };
 }
 
 /** Adds one call's usage to token totals by model (in place). */

@@ -21,7 +21,7 @@ import { TurnRunner } from './turn-runner.js';
 import { TurnStore } from './turn-store.js';
 import type { SupervisorSettings, TurnHandlers, TurnOutcome, TurnPlan, TurnRequest } from './turn-types.js';
 
-export { FAILED_REPLY_ROLE, LLM_FAILURE_PREFIX, PRIVATE_STEP_ROLE } from './turn-types.js';
+export { FAILED_REPLY_ROLE, LLM_FAILURE_PREFIX, PRIVATE_STEP_ROLE, REASONING_ROLE } from './turn-types.js';
 export type { SupervisorSettings, ToolActivity, TurnHandlers, TurnOutcome, TurnRequest, TurnStep } from './turn-types.js';
 
 /** What the supervisor is built from. */

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { AgentReply, CallLlmInput, RunToolsInput, SessionEvent, StateApproval, ToolResult } from '../../machines/index.js';
-import type { ChatMessage, GenerationParams, ToolCall, ToolDefinition } from '../chat-types.js';
+import type { ChatMessage, GenerationParams, ToolCall, ToolDefinition, Usage } from '../chat-types.js';
 import type { LlmClient, LlmRequest, ToolCallDelta } from '../llm/llm-client.js';
 import type { CallLog } from '../observability/call-log.js';
 import type { LongTermMemory } from '../memory/long-term-memory.js';
@@ -12,7 +12,7 @@ import type { ToolCallResult, ToolCallScope, ToolRunner } from '../tools/tool-ru
 import type { ActorCache, SessionActor } from './actor-cache.js';
 import { foldHistoryHash, textOf, toolCallTurn, toTurn, type Turn } from './conversation-history.js';
 import { handoffIn, stateRequiresApproval, transferTools } from './agent-handoffs.js';
-import { addUsage, llmCallRecord, mergeUsage, startCall, toolCallRecord, usageTotal } from './call-records.js';
+import { addUsage, llmCallRecord, mergeUsage, startCall, sumUsage, toolCallRecord, usageTotal } from './call-records.js';
 import { withPendingApprovals } from './pending-approvals.js';
 import type { SessionLeases } from './session-leases.js';
 import { buildContext } from './prompt-assembly.js';
@@ -21,6 +21,7 @@ import {
   FAILED_REPLY_ROLE,
   LLM_FAILURE_PREFIX,
   PRIVATE_STEP_ROLE,
+  REASONING_ROLE,
   type SupervisorSettings,
   type TurnHandlers,
   type TurnOutcome,
@@ -61,6 +62,8 @@ type ActiveTurn = {
   authError: ServiceError | null;
   /** Content was streamed in an earlier LLM round of this turn: the next round starts with a separator. */
   needsSeparator: boolean;
+  /** Reasoning was streamed in an earlier LLM round of this turn: the next round's starts with a separator. */
+  reasoningNeedsSeparator: boolean;
   /** The transitions the turn took, stored with its end. */
   transitionLog: TransitionRecord[];
   /** Everything streamed to the client so far, separators included. */
@@ -70,6 +73,10 @@ type ActiveTurn = {
    * step's (an agent state handing over to another) is kept out of it (see `StateOutput`).
    */
   roundsShown: boolean[];
+  /** Each completed LLM round's reasoning, in order ('' when it gave none), as `roundsShown`. */
+  roundsReasoning: string[];
+  /** The usage of the turn's LLM calls added up (null until one reported or was counted). */
+  callsUsage: Usage | null;
   /** The results of the service's own tool calls, by call id. */
   toolResults: Map<string, ToolCallResult>;
   /** Calls of the service's tools held for the user's approval: the turn ends asking for them. */
@@ -153,9 +160,12 @@ export class TurnRunner {
       clientToolCalls: [],
       authError: null,
       needsSeparator: false,
+      reasoningNeedsSeparator: false,
       transitionLog: [],
       streamed: '',
       roundsShown: [],
+      roundsReasoning: [],
+      callsUsage: null,
       toolResults: new Map(),
       approvalRequests: [],
       decidedSteps: [],
@@ -170,7 +180,7 @@ export class TurnRunner {
       const snapshot = await drive(actor, startsTurn ? null : { type: 'user.message', messages, ...(resumeAt ? { resumeAt } : {}) }, handlers.signal);
       const { failure, reason } = snapshot.context;
       const cancelled = reason === 'cancelled';
-      const failsAsError = failure !== null && settings.failureMode === 'http';
+      const failsAsError = this.answersAsError(failure);
       const produced = snapshot.context.messages.slice(messages.length);
       const privateSteps = privateStepsOf(produced, turn.roundsShown);
       const outcome = this.outcomeOf(sessionId, snapshot.context.reply, produced, privateSteps, turn, failure, cancelled);
@@ -180,7 +190,7 @@ export class TurnRunner {
       const replyTurns: Turn[] = answered ? [failure ? { ...reply, role: FAILED_REPLY_ROLE } : reply] : [];
       // A turn stopped for a missing account stores nothing more: its tool call never ran.
       const held = outcome.approvalRequests.map((request) => request.call);
-      const activity = turn.authError ? [] : stepTurns(produced, privateSteps, [...held, ...turn.clientToolCalls]);
+      const activity = turn.authError ? [] : stepTurns(produced, privateSteps, turn.roundsReasoning, [...held, ...turn.clientToolCalls]);
       const progress = {
         snapshot: restingSnapshot(actor, !answered, answered ? outcome.approvalRequests : []),
         currentState: String(snapshot.value),
@@ -201,7 +211,9 @@ export class TurnRunner {
       const recent = plan.recent && [...plan.recent, ...plan.toStore, ...ended].slice(-settings.shortTermTurns);
       this.cache.remember(sessionId, { ...session, ...progress, lastActive: new Date() }, recent, response?.id);
       if (turn.authError) throw turn.authError;
-      if (failsAsError) {
+      if (failure && failsAsError) {
+        // A conversation that does not fit the model's window is the request's fault, not a failed call.
+        if (isContextOverflow(failure)) throw new ServiceError('CONTEXT_LENGTH_EXCEEDED', failure.message, { param: 'messages' });
         throw new ServiceError('UPSTREAM_UNAVAILABLE', `${LLM_FAILURE_PREFIX.slice('Error: '.length)}${failure.message}`, {
           headers: { 'Retry-After': '1' },
         });
@@ -265,8 +277,10 @@ export class TurnRunner {
     const clientCallIndexes = new Set<number>();
     // The client's calls reach it only once the round shows they are all it has to run.
     const clientDeltas: ToolCallDelta[] = [];
-    const heldText: string[] = [];
+    // A state that may hand over holds its text and reasoning, in order, until the round shows whether it did.
+    const held: Array<{ reasoning: boolean; piece: string }> = [];
     let streamedText = false;
+    let streamedReasoning = false;
     const request: LlmRequest = {
       model: state.model ?? turn.params.model,
       temperature: state.temperature ?? turn.params.temperature,
@@ -287,10 +301,18 @@ export class TurnRunner {
           },
           onContent: streaming
             ? (piece) => {
-                if (output === 'hidden_on_handoff') heldText.push(piece);
+                if (output === 'hidden_on_handoff') held.push({ reasoning: false, piece });
                 if (output !== 'shown') return;
                 streamedText = true;
                 this.stream(turn, piece);
+              }
+            : undefined,
+          onReasoning: streaming
+            ? (piece) => {
+                if (output === 'hidden_on_handoff') held.push({ reasoning: true, piece });
+                if (output !== 'shown') return;
+                streamedReasoning = true;
+                this.streamReasoning(turn, piece);
               }
             : undefined,
           onToolCallDelta:
@@ -304,14 +326,21 @@ export class TurnRunner {
       );
       this.record(turn, llmCallRecord(scope, request, body, start, { value: reply }));
       addUsage(turn.usage, request.model, reply.usage);
+      turn.callsUsage = sumUsage(turn.callsUsage, reply.usage);
       const handoff = handoffIn(reply.toolCalls, input.handoffs);
       const shown = output === 'shown' || (output === 'hidden_on_handoff' && handoff === undefined);
-      if (shown && heldText.length > 0) {
-        for (const piece of heldText) this.stream(turn, piece);
-        streamedText = true;
+      if (shown) {
+        for (const { reasoning, piece } of held) {
+          if (reasoning) this.streamReasoning(turn, piece);
+          else this.stream(turn, piece);
+          if (reasoning) streamedReasoning = true;
+          else streamedText = true;
+        }
       }
       if (streamedText) turn.needsSeparator = true;
+      if (streamedReasoning) turn.reasoningNeedsSeparator = true;
       turn.roundsShown.push(shown);
+      turn.roundsReasoning.push(reply.reasoning);
       this.deps.events.emit('llm:reply', {
         sessionId: input.sessionId,
         durationMs: performance.now() - started,
@@ -320,29 +349,31 @@ export class TurnRunner {
         model: request.model,
         usage: reply.usage,
       });
+      // The machine keeps what it routes by (its context is persisted): the reasoning and repairs stay here.
+      const agentReply: AgentReply = { content: reply.content, toolCalls: reply.toolCalls, finishReason: reply.finishReason, usage: reply.usage };
       // The model chose the next agent state: the transfer wins over the reply's other calls.
-      if (handoff) return { ...reply, toolCalls: [], handoff };
+      if (handoff) return { ...agentReply, toolCalls: [], handoff };
       const isClients = (call: ToolCall) => turn.clientToolNames.has(call.function.name);
       const forClient = reply.toolCalls.filter(isClients);
-      const held = this.heldFor(input.state, reply.toolCalls.filter((call) => !isClients(call)), input.toolApproval);
-      if (forClient.length === 0 && held.length === 0) return reply;
-      const heldIds = new Set(held.map((request) => request.call.id));
+      const heldCalls = this.heldFor(input.state, reply.toolCalls.filter((call) => !isClients(call)), input.toolApproval);
+      if (forClient.length === 0 && heldCalls.length === 0) return agentReply;
+      const heldIds = new Set(heldCalls.map((request) => request.call.id));
       const runnable = reply.toolCalls.filter((call) => !isClients(call) && !heldIds.has(call.id));
       if (runnable.length > 0) {
         // Calls of several kinds: the service's tools that need no approval run first, and the
         // model, given their results, asks for the others again (a client can only answer a
         // reply of its own calls, and a user is asked only for calls the model still wants).
-        return { ...reply, toolCalls: runnable };
+        return { ...agentReply, toolCalls: runnable };
       }
-      if (held.length > 0) {
+      if (heldCalls.length > 0) {
         // The held calls do not run: the turn ends asking the user (the client's calls, if any, wait for the model to ask again).
-        turn.approvalRequests.push(...held);
-        return { ...reply, toolCalls: [], finishReason: 'stop' };
+        turn.approvalRequests.push(...heldCalls);
+        return { ...agentReply, toolCalls: [], finishReason: 'stop' };
       }
       // The client runs these itself: the turn ends here and returns them.
       for (const delta of clientDeltas) turn.handlers.onToolCallDelta?.(delta);
       turn.clientToolCalls = forClient;
-      return { ...reply, toolCalls: [] };
+      return { ...agentReply, toolCalls: [] };
     } catch (error) {
       this.record(turn, llmCallRecord(scope, request, body, start, { error, cancelled: signal.aborted }));
       const message = error instanceof Error ? error.message : String(error);
@@ -448,14 +479,16 @@ export class TurnRunner {
       .filter((message) => message.role === 'assistant' && !privateSteps.has(message))
       .map(textOf)
       .filter((text) => text !== '');
-    const steps = [...turn.decidedSteps, ...stepsOf(produced, privateSteps, turn.toolResults)];
+    const steps = [...turn.decidedSteps, ...stepsOf(produced, privateSteps, turn.roundsReasoning, turn.toolResults)];
+    const reasoning = steps.map((step) => (step.type === 'reasoning' ? step.text : '')).join('');
     if (failure) {
       // A streaming client saw the failed round's partial text, then the error: that is the reply.
       // (With failures answered as HTTP errors, the gateway ends the stream with an error event.)
-      if (streaming && this.deps.settings.failureMode === 'reply') this.stream(turn, `${LLM_FAILURE_PREFIX}${failure.message}`);
+      if (streaming && !this.answersAsError(failure)) this.stream(turn, `${LLM_FAILURE_PREFIX}${failure.message}`);
       return {
         sessionId,
         content: streaming ? turn.streamed : [...texts, `${LLM_FAILURE_PREFIX}${failure.message}`].join(ROUND_SEPARATOR),
+        reasoning,
         toolCalls: [],
         finishReason: 'stop',
         usage: null,
@@ -477,14 +510,34 @@ export class TurnRunner {
     return {
       sessionId,
       content: [...texts, ...(question === undefined ? [] : [question])].join(ROUND_SEPARATOR),
+      reasoning,
       toolCalls,
       finishReason: toolCalls.length > 0 ? 'tool_calls' : cancelled ? 'stop' : (reply?.finishReason ?? 'stop'),
-      usage: reply?.usage ?? null,
+      // What the turn's LLM calls used together: the request's usage, however many rounds it took.
+      usage: turn.callsUsage,
       failure: null,
       cancelled,
       steps,
       approvalRequests,
     };
+  }
+
+  /**
+   * Whether a turn's failure is answered as an HTTP error (or an error event mid-stream) rather
+   * than as the specification's error text: every failure under `failureMode: 'http'`, and a
+   * conversation that does not fit the model's context window (a 400, the request's fault).
+   */
+  private answersAsError(failure: TurnOutcome['failure']): boolean {
+    return failure !== null && (this.deps.settings.failureMode === 'http' || isContextOverflow(failure));
+  }
+
+  /** Streams a piece of the model's reasoning, after a separator when an earlier round already streamed some. */
+  private streamReasoning(turn: ActiveTurn, piece: string): void {
+    if (turn.reasoningNeedsSeparator) {
+      turn.reasoningNeedsSeparator = false;
+      turn.handlers.onReasoning?.(ROUND_SEPARATOR);
+    }
+    turn.handlers.onReasoning?.(piece);
   }
 
   /** Streams a piece of the answer, after a separator when an earlier round already streamed text. */
@@ -560,16 +613,19 @@ function privateStepsOf(produced: ChatMessage[], roundsShown: readonly boolean[]
 }
 
 /**
- * What a turn did before its reply, as stored turns: each tool call (`tool_call`, its id, name
- * and arguments), each result (`tool`) and each private step's text (`PRIVATE_STEP_ROLE`), in
- * order, then the calls that did not run here (`unrun`: held for approval, or the client's).
+ * What a turn did before its reply, as stored turns: each round's reasoning (`REASONING_ROLE`),
+ * each tool call (`tool_call`, its id, name and arguments), each result (`tool`) and each
+ * private step's text (`PRIVATE_STEP_ROLE`), in order, then the calls that did not run here (`unrun`: held for approval, or the client's).
  * They are kept in the transcript but, like every role but system, user and assistant, never
  * enter a context.
  */
-function stepTurns(produced: ChatMessage[], privateSteps: ReadonlySet<ChatMessage>, unrun: ToolCall[]): Turn[] {
+function stepTurns(produced: ChatMessage[], privateSteps: ReadonlySet<ChatMessage>, reasoning: readonly string[], unrun: ToolCall[]): Turn[] {
   const turns: Turn[] = [];
+  let round = 0;
   for (const message of produced) {
     if (message.role === 'assistant') {
+      const thought = reasoning[round++] ?? '';
+      if (thought !== '') turns.push({ role: REASONING_ROLE, content: thought });
       const text = privateSteps.has(message) ? textOf(message) : '';
       if (text !== '') turns.push({ role: PRIVATE_STEP_ROLE, content: text });
       for (const call of message.tool_calls ?? []) if (call.type === 'function') turns.push(toolCallTurn(call));
@@ -581,16 +637,29 @@ function stepTurns(produced: ChatMessage[], privateSteps: ReadonlySet<ChatMessag
 }
 
 /**
- * A turn's steps from the messages its LLM rounds produced: each round's text that reaches the
- * reply (after the first, led by the round separator, as it was streamed) and each of its calls
+ * A turn's steps from the messages its LLM rounds produced: each round's reasoning and text that
+ * reach the reply (after the first of each, led by the round separator, as they were streamed) and each of its calls
  * of the service's tools with the result. A call with no result (the turn stopped first, or a
  * `transfer_to_` call) is left out.
  */
-function stepsOf(produced: ChatMessage[], privateSteps: ReadonlySet<ChatMessage>, results: ReadonlyMap<string, ToolCallResult>): TurnStep[] {
+function stepsOf(
+  produced: ChatMessage[],
+  privateSteps: ReadonlySet<ChatMessage>,
+  reasoning: readonly string[],
+  results: ReadonlyMap<string, ToolCallResult>,
+): TurnStep[] {
   const steps: TurnStep[] = [];
   let hasText = false;
+  let hasReasoning = false;
+  let round = 0;
   for (const message of produced) {
     if (message.role !== 'assistant') continue;
+    const thought = privateSteps.has(message) ? '' : (reasoning[round] ?? '');
+    round++;
+    if (thought !== '') {
+      steps.push({ type: 'reasoning', text: hasReasoning ? `${ROUND_SEPARATOR}${thought}` : thought });
+      hasReasoning = true;
+    }
     const text = privateSteps.has(message) ? '' : textOf(message);
     if (text !== '') {
       steps.push({ type: 'text', text: hasText ? `${ROUND_SEPARATOR}${text}` : text });
@@ -602,6 +671,11 @@ function stepsOf(produced: ChatMessage[], privateSteps: ReadonlySet<ChatMessage>
     }
   }
   return steps;
+}
+
+/** A failed LLM call refused because the conversation does not fit the model's context window. */
+function isContextOverflow(failure: NonNullable<TurnOutcome['failure']>): boolean {
+  return failure.source === 'llm' && failure.code === 'context_length_exceeded';
 }
 
 /** Adds a state's own prompt to the system prompt for the call made in that state. */

@@ -22,6 +22,13 @@ export const FAILED_REPLY_ROLE = 'assistant_error';
  */
 export const PRIVATE_STEP_ROLE = 'assistant_private';
 
+/**
+ * The stored role of an LLM round's reasoning (what the model thought before it answered or
+ * called tools): kept in the transcript, shown to the client, and, like every role but system,
+ * user and assistant, never placed in a later turn's context.
+ */
+export const REASONING_ROLE = 'assistant_reasoning';
+
 /** One user turn, as the gateway hands it over. */
 export type TurnRequest = {
   userId: string;
@@ -61,6 +68,11 @@ export type TurnHandlers = {
   onSessionReady?: (sessionId: string) => void;
   /** Streams the answer: each content piece as it arrives. */
   onContent?: (piece: string) => void;
+  /**
+   * Streams the model's reasoning as it arrives (with `onContent`). A round's reasoning after an
+   * earlier round's starts with the round separator, as its text does.
+   */
+  onReasoning?: (piece: string) => void;
   /** Streams tool-call pieces of calls the client runs itself. */
   onToolCallDelta?: (delta: ToolCallDelta) => void;
   /** Called every `heartbeatMs` while tools run, so a quiet stream stays open. */
@@ -84,20 +96,27 @@ export type ToolActivity =
   | { phase: 'finished'; call: ToolCall; result: ToolCallResult; approvalRequestId?: string };
 
 /**
- * What a turn did, in order: the text of each LLM round that had any, and each call of the
- * service's own tools with its result. A text after an earlier one starts with the round
- * separator, so the texts joined are the turn's `content`.
+ * What a turn did, in order: the reasoning and the text of each LLM round that had any, and
+ * each call of the service's own tools with its result. A text after an earlier one starts
+ * with the round separator, so the texts joined are the turn's `content`; reasoning likewise,
+ * joined the turn's `reasoning`.
  */
-export type TurnStep = { type: 'text'; text: string } | { type: 'tool'; call: ToolCall; result: ToolCallResult; approvalRequestId?: string };
+export type TurnStep =
+  | { type: 'reasoning'; text: string }
+  | { type: 'text'; text: string }
+  | { type: 'tool'; call: ToolCall; result: ToolCallResult; approvalRequestId?: string };
 
 /** How a turn ended. */
 export type TurnOutcome = {
   sessionId: string;
   content: string;
+  /** The model's reasoning in the rounds that reach the reply, joined by the round separator ('' when it gave none). */
+  reasoning: string;
   toolCalls: ToolCall[];
   finishReason: string;
   usage: Usage | null;
-  failure: { source: 'llm' | 'tool'; message: string } | null;
+  /** Why the turn failed; `code` is `context_length_exceeded` when the conversation does not fit the model's window. */
+  failure: { source: 'llm' | 'tool'; message: string; code?: string } | null;
   cancelled: boolean;
   /** The session's history hash after the turn: where a later turn continues from it (the Responses API). */
   historyHash: string;

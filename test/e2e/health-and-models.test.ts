@@ -34,7 +34,14 @@ describe('GET /health', () => {
   after(async () => harness?.close());
 
   it('reports running with the port, and nothing still starting, when the LLM server answers 200', async () => {
-    expect(await health(harness)).to.deep.equal({ status: 'ok', llm_server: 'running', port: harness.service.port, starting: [] });
+    const body = await health(harness);
+    expect(body).to.deep.include({ status: 'ok', llm_server: 'running', port: harness.service.port, starting: [] });
+    expect(Object.keys(body).sort()).to.deep.equal(['llm', 'llm_server', 'port', 'starting', 'status']);
+  });
+
+  it('shows what it learnt of the LLM server: the scripted one names its model and tells no context window', async () => {
+    const { llm } = (await health(harness)) as unknown as { llm: Record<string, unknown> };
+    expect(llm).to.deep.include({ model: 'fake-model', context_window: null, context_window_source: null, tools_in_prompt: false, alternate_roles: false });
   });
 
   it('reports error when the LLM server answers another status', async () => {
