@@ -281,6 +281,20 @@ export class TurnRunner {
     const held: Array<{ reasoning: boolean; piece: string }> = [];
     let streamedText = false;
     let streamedReasoning = false;
+    const show = (reasoning: boolean, piece: string) => {
+      if (reasoning) {
+        streamedReasoning = true;
+        this.streamReasoning(turn, piece);
+      } else {
+        streamedText = true;
+        this.stream(turn, piece);
+      }
+    };
+    // A piece of text or reasoning as it streams: shown, held until the round ends, or kept private.
+    const onPiece = (reasoning: boolean) => (piece: string) => {
+      if (output === 'hidden_on_handoff') held.push({ reasoning, piece });
+      if (output === 'shown') show(reasoning, piece);
+    };
     const request: LlmRequest = {
       model: state.model ?? turn.params.model,
       temperature: state.temperature ?? turn.params.temperature,
@@ -299,22 +313,8 @@ export class TurnRunner {
           onRequestBody: (sent) => {
             body = sent;
           },
-          onContent: streaming
-            ? (piece) => {
-                if (output === 'hidden_on_handoff') held.push({ reasoning: false, piece });
-                if (output !== 'shown') return;
-                streamedText = true;
-                this.stream(turn, piece);
-              }
-            : undefined,
-          onReasoning: streaming
-            ? (piece) => {
-                if (output === 'hidden_on_handoff') held.push({ reasoning: true, piece });
-                if (output !== 'shown') return;
-                streamedReasoning = true;
-                this.streamReasoning(turn, piece);
-              }
-            : undefined,
+          onContent: streaming ? onPiece(false) : undefined,
+          onReasoning: streaming ? onPiece(true) : undefined,
           onToolCallDelta:
             streaming && turn.handlers.onToolCallDelta
               ? (delta) => {
@@ -329,14 +329,7 @@ export class TurnRunner {
       turn.callsUsage = sumUsage(turn.callsUsage, reply.usage);
       const handoff = handoffIn(reply.toolCalls, input.handoffs);
       const shown = output === 'shown' || (output === 'hidden_on_handoff' && handoff === undefined);
-      if (shown) {
-        for (const { reasoning, piece } of held) {
-          if (reasoning) this.streamReasoning(turn, piece);
-          else this.stream(turn, piece);
-          if (reasoning) streamedReasoning = true;
-          else streamedText = true;
-        }
-      }
+      if (shown) for (const { reasoning, piece } of held) show(reasoning, piece);
       if (streamedText) turn.needsSeparator = true;
       if (streamedReasoning) turn.reasoningNeedsSeparator = true;
       turn.roundsShown.push(shown);
