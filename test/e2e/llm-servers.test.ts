@@ -3,6 +3,7 @@ import OpenAI from 'openai';
 import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { SERVER_FIXTURES, type ServerName } from '../fixtures/llm-servers/index.js';
+import { storedTranscript } from '../fault/transcript.js';
 import { expectSchema } from '../support/openai-schema.js';
 import { startReplayLlm, type ReplayLlm } from '../support/replay-llm-server.js';
 import { startTestService, type TestService } from '../support/service-harness.js';
@@ -246,6 +247,38 @@ describe('the service in front of servers started without their parsers', () => 
       expect(dialogue.every((role, index) => index === 0 || role !== dialogue[index - 1]), roles.join(',')).to.equal(true);
     }
   });
+});
+
+describe("the service given the LLM server's own context-length error", () => {
+  let llm: ReplayLlm;
+  before(async () => {
+    llm = await startReplayLlm({ server: 'vllm', setup: { contextWindow: 2048 } });
+  });
+  after(async () => llm?.close());
+
+  for (const failureMode of ['reply', 'http']) {
+    it(`answers 400 context_length_exceeded with llm.failure_mode ${failureMode}, streamed or not, and stores no failure text as a reply`, async () => {
+      // A window set larger than the model's: the server is the one that refuses.
+      const harness = await startTestService({ env: { LLM_BASE_URL: llm.url, LLM_CONTEXT_WINDOW: '1000000', LLM_FAILURE_MODE: failureMode } });
+      try {
+        const huge = Array.from({ length: 3000 }, (_, index) => `w${index}`).join(' ');
+        for (const stream of [false, true]) {
+          const session = `too-long-${failureMode}-${stream}`;
+          const error = await harness.client.chat.completions
+            .create({ model: 'svc-agent', stream, messages: [{ role: 'user', content: huge }] }, { headers: { 'X-Session-ID': session } })
+            .catch((caught: unknown) => caught);
+          expect(error, `stream: ${stream}`).to.be.instanceOf(OpenAI.BadRequestError);
+          const refused = error as InstanceType<typeof OpenAI.BadRequestError>;
+          expect(refused.code).to.equal('context_length_exceeded');
+          expect(refused.message).to.include("This model's maximum context length is 2048 tokens");
+          // The user's message is kept; no failure text was stored as the assistant's reply.
+          expect(await storedTranscript(harness.service.database, session)).to.deep.equal([`user: ${huge}`]);
+        }
+      } finally {
+        await harness.close();
+      }
+    });
+  }
 });
 
 describe('the service in front of a model that loops', () => {

@@ -217,3 +217,30 @@ for (const name of Object.keys(SERVER_FIXTURES) as ServerName[]) {
     }
   });
 }
+
+describe('the LLM client given a context-length error inside a stream', () => {
+  it("turns older SGLang's in-stream error (HTTP 200, an error event, then [DONE]) into context_length_exceeded", async () => {
+    const { createServer } = await import('node:http');
+    // SGLang's serving_chat before 0c078e6f sent the validation error as the stream's only event.
+    const legacy = SERVER_FIXTURES.sglang.contextLengthError(50_000, 40_960, 256)!.legacyInStream!;
+    const server = createServer((req, res) => {
+      req.resume();
+      if (!req.url?.endsWith('/chat/completions')) return void res.writeHead(404).end();
+      res.writeHead(legacy.status, { 'content-type': 'text/event-stream' });
+      res.end(legacy.frames.map((frame) => `data: ${frame}\n\n`).join(''));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as { port: number };
+    const client = createLlmClient({ baseUrl: `http://127.0.0.1:${port}/v1`, apiKey: 'EMPTY', timeoutMs: 5000 });
+    try {
+      const error = await streamed(client, ask('x')).catch((caught: unknown) => caught);
+      expect(error).to.be.instanceOf(LlmCallError);
+      expect((error as LlmCallError).code).to.equal('context_length_exceeded');
+      expect((error as Error).message).to.include("is longer than the model's context length");
+    } finally {
+      await client.close();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});
