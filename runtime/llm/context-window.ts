@@ -1,11 +1,11 @@
 import type { ChatMessage, ToolDefinition } from '../chat-types.js';
-import { estimateMessageTokens, estimatePromptTokens } from './token-estimate.js';
+import { estimateMessageTokens, estimatePromptTokens, renderedText, REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE } from './token-estimate.js';
 
 /**
  * A call's messages fitted into the model's context window: how many older ones were left out,
  * and how many of the history before the new message were kept (what a tighter fit could leave out).
  */
-export type FittedContext = { messages: ChatMessage[]; dropped: number; history: number; promptTokens: number };
+export type FittedContext = { messages: ChatMessage[]; dropped: number; history: number };
 
 /** Why even the least a call needs does not fit: the figures, for the error the client gets. */
 export class ContextOverflow extends Error {
@@ -38,12 +38,14 @@ export function fitContext(
   options: { window: number; maxTokens: number; tools?: readonly ToolDefinition[]; scale: number },
 ): FittedContext {
   const tokens = (count: number) => Math.ceil(count * options.scale);
-  const all = tokens(estimatePromptTokens(messages, options.tools));
+  // Most calls are far from the window: no estimate counts more than a token a character, so
+  // when the characters fit, the call does (without reading every character).
+  const all = fitsByLength(messages, options) ? 0 : tokens(estimatePromptTokens(messages, options.tools));
   const lastUser = messages.map((message) => message.role).lastIndexOf('user');
   const pinnedFrom = lastUser >= 0 ? lastUser : messages.length - 1;
   if (all + options.maxTokens <= options.window) {
     const history = messages.filter((message, index) => message.role !== 'system' && index < pinnedFrom).length;
-    return { messages: [...messages], dropped: 0, history, promptTokens: all };
+    return { messages: [...messages], dropped: 0, history };
   }
   const isPinned = (message: ChatMessage, index: number) => message.role === 'system' || index >= pinnedFrom;
   const pinned = messages.filter(isPinned);
@@ -64,7 +66,14 @@ export function fitContext(
   const history = new Set(units.slice(kept).flat());
   const fitted = messages.filter((message, index) => isPinned(message, index) || history.has(message));
   const dropped = messages.length - fitted.length;
-  return { messages: fitted, dropped, history: history.size, promptTokens: options.window - options.maxTokens - room };
+  return { messages: fitted, dropped, history: history.size };
+}
+
+/** Whether the call fits even at a token a character (more than the estimate ever counts). */
+function fitsByLength(messages: readonly ChatMessage[], options: { window: number; maxTokens: number; tools?: readonly ToolDefinition[]; scale: number }): boolean {
+  let chars = options.tools && options.tools.length > 0 ? JSON.stringify(options.tools).length : 0;
+  for (const message of messages) chars += renderedText(message).length + TOKENS_PER_MESSAGE;
+  return Math.ceil((chars + REPLY_PRIMING_TOKENS) * options.scale) + options.maxTokens <= options.window;
 }
 
 /**

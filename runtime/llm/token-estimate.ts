@@ -1,10 +1,10 @@
 import type { ChatMessage, ToolDefinition } from '../chat-types.js';
 
 /** The tokens a chat template adds around each message (role markers, separators). */
-const TOKENS_PER_MESSAGE = 4;
+export const TOKENS_PER_MESSAGE = 4;
 
 /** The tokens a template adds to open the reply. */
-const REPLY_PRIMING_TOKENS = 3;
+export const REPLY_PRIMING_TOKENS = 3;
 
 /**
  * Roughly how many tokens `text` is, erring high: an English word of 4 to 5 characters is

@@ -1,11 +1,8 @@
 import type { ChatMessage, ToolCall, ToolDefinition, Usage } from '../chat-types.js';
-import { estimateTextTokens, renderedText } from './token-estimate.js';
+import { estimateTextTokens, renderedText, TOKENS_PER_MESSAGE } from './token-estimate.js';
 
 /** Counts the tokens of a text: the server's tokenizer where it has one, else undefined. */
 export type TokenCounter = (text: string) => Promise<number | undefined>;
-
-/** The tokens a chat template adds around each message. */
-const TOKENS_PER_MESSAGE = 4;
 
 /**
  * The usage of a call whose server reported none (llama.cpp and Ollama stream none unless
