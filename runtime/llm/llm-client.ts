@@ -228,6 +228,8 @@ function learnFrom(error: UpstreamError, prepared: PreparedCall, profile: LlmSer
     case 'no_native_tools':
       return prepared.body.tools !== undefined && profile.learnNoNativeTools();
     case 'context_length':
+      // A window the error names that the service did not know (a proxy hid it): fit into it.
+      if (error.contextWindow !== undefined && profile.contextWindow === undefined) return profile.learnWindow(error.contextWindow, 'error');
       // The server counts more than the estimate: fit tighter, while there is history to leave out.
       return prepared.droppable && profile.learnTighterFit();
     default:

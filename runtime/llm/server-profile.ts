@@ -13,7 +13,7 @@ export type ServerSettings = {
 };
 
 /** Where the context window came from. */
-export type WindowSource = 'config' | 'max_model_len' | 'n_ctx' | 'ollama_context_length';
+export type WindowSource = 'config' | 'max_model_len' | 'n_ctx' | 'ollama_context_length' | 'error';
 
 /** What `/health` shows of the LLM server: what the service learnt of it. */
 export type ServerReport = {
@@ -105,10 +105,11 @@ export class LlmServerProfile {
     return true;
   }
 
-  /** Takes the server's context window, unless one is set. */
-  learnWindow(tokens: number, source: Exclude<WindowSource, 'config'>): void {
-    if (this.window?.source === 'config' || !Number.isInteger(tokens) || tokens <= 0) return;
+  /** Takes the server's context window, unless one is set; true when it changed. */
+  learnWindow(tokens: number, source: Exclude<WindowSource, 'config'>): boolean {
+    if (this.window?.source === 'config' || !Number.isInteger(tokens) || tokens <= 0 || this.window?.tokens === tokens) return false;
     this.window = { tokens, source };
+    return true;
   }
 
   /** Scales the estimate up after the server refused a prompt the estimate fitted; false when it is at its most already. */

@@ -15,8 +15,30 @@ export class LlmCallError extends Error {
   }
 }
 
-/** What an error the LLM server answered with says: its text, and its `type` when it has one. */
-export type UpstreamError = { status: number; message: string; type: string | undefined };
+/**
+ * What an error the LLM server answered with says: its text, its `type` when it has one, and the
+ * context window when it names one (a server behind a proxy that hides where it tells it).
+ */
+export type UpstreamError = { status: number; message: string; type: string | undefined; contextWindow?: number };
+
+/** The window in the servers' context-length texts (vLLM's, SGLang's, llama.cpp's newer one). */
+const WINDOW_IN_TEXT = [
+  /maximum context length is (\d+) tokens/i,
+  /model's context length \((\d+) tokens\)/i,
+  /maximum context length of (\d+) tokens/i,
+  /context length is only (\d+) tokens/i,
+  /available context size \((\d+) tokens\)/i,
+];
+
+/** The context window an error names: in its text, or llama.cpp's `n_ctx` field. */
+function windowOf(message: string, nCtx: unknown): number | undefined {
+  if (typeof nCtx === 'number' && Number.isInteger(nCtx) && nCtx > 0) return nCtx;
+  for (const pattern of WINDOW_IN_TEXT) {
+    const found = pattern.exec(message)?.[1];
+    if (found !== undefined) return Number(found);
+  }
+  return undefined;
+}
 
 /**
  * What an error answer tells the service to do: the request does not fit the context window
@@ -60,11 +82,14 @@ export function classifyUpstreamError(error: UpstreamError): UpstreamErrorKind {
  */
 export function upstreamErrorOf(status: number, text: string): UpstreamError {
   try {
-    const parsed = JSON.parse(text) as { error?: { message?: unknown; type?: unknown } | string; message?: unknown; type?: unknown };
+    const parsed = JSON.parse(text) as { error?: { message?: unknown; type?: unknown; n_ctx?: unknown } | string; message?: unknown; type?: unknown };
     const inner = typeof parsed.error === 'object' && parsed.error !== null ? parsed.error : undefined;
     const message = typeof parsed.error === 'string' ? parsed.error : typeof inner?.message === 'string' ? inner.message : typeof parsed.message === 'string' ? parsed.message : undefined;
     const type = typeof inner?.type === 'string' ? inner.type : typeof parsed.type === 'string' ? parsed.type : undefined;
-    if (message !== undefined) return { status, message, type };
+    if (message !== undefined) {
+      const contextWindow = windowOf(message, inner?.n_ctx);
+      return { status, message, type, ...(contextWindow === undefined ? {} : { contextWindow }) };
+    }
   } catch {
     // not JSON: fall through
   }

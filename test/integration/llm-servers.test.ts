@@ -244,3 +244,36 @@ describe('the LLM client given a context-length error inside a stream', () => {
     }
   });
 });
+
+describe('the LLM client behind a proxy that hides where the server tells its window', () => {
+  for (const name of ['vllm', 'vllm-0.13', 'vllm-0.10', 'sglang', 'llamacpp', 'llamacpp-2025'] as const) {
+    it(`learns the window ${name} names in its context-length error, and fits the call into it`, async () => {
+      const { createServer, request: forward } = await import('node:http');
+      const llm = await startReplayLlm({ server: name, setup: { contextWindow: 2048 } });
+      // Passes chat completions on, and answers 404 where the window is told (/v1/models, /props, /api/ps).
+      const proxy = createServer((req, res) => {
+        if (!req.url?.endsWith('/chat/completions')) return void req.resume().on('end', () => res.writeHead(404).end());
+        const upstream = forward(`${llm.origin}${req.url}`, { method: req.method, headers: req.headers }, (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+        });
+        req.pipe(upstream);
+      });
+      await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+      const { port } = proxy.address() as { port: number };
+      const client = createLlmClient({ baseUrl: `http://127.0.0.1:${port}/v1`, apiKey: 'EMPTY', timeoutMs: 5000 });
+      try {
+        const reply = await client.generate(ask('And now?', { messages: [SYSTEM, ...history(40), { role: 'user', content: 'And now?' }], max_tokens: 256 }));
+        expect(reply.content).to.equal('Echo: And now?');
+        expect(client.server()).to.deep.include({ context_window: 2048, context_window_source: 'error' });
+        const [refused, fitted] = chatBodies(llm);
+        expect(fitted!.messages.length).to.be.lessThan(refused!.messages.length);
+      } finally {
+        await client.close();
+        proxy.closeAllConnections();
+        await new Promise((resolve) => proxy.close(resolve));
+        await llm.close();
+      }
+    });
+  }
+});
