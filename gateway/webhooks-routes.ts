@@ -5,7 +5,8 @@ import { WEBHOOK_EVENT_TYPES } from '../runtime/webhooks/webhook-signature.js';
 import { checkTargetUrl, resolveTarget, WebhookTargetError, type TargetPolicy } from '../runtime/webhooks/webhook-targets.js';
 import type { WebhookDelivery, WebhookStore, WebhookSubscription } from '../storage/webhook-repository.js';
 import { callerOf } from './api-keys.js';
-import { checkIdentifier } from './chat-request.js';
+import { checkIdentifier, isValidIdentifier } from './chat-request.js';
+import { listLimit, singleQuery } from './list-query.js';
 
 /** What the webhook routes are built from. */
 export type WebhooksRouterDeps = {
@@ -80,10 +81,13 @@ export function createWebhooksRouter(deps: WebhooksRouterDeps): Router {
 
   router.get('/v1/webhooks/:id/deliveries', async (req, res) => {
     await found(deps.store, req.params.id, res);
-    const limit = req.query.limit === undefined ? 20 : Number(req.query.limit);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw invalid('limit must be an integer from 1 to 100.', 'limit');
-    const after = typeof req.query.after === 'string' && req.query.after !== '' ? checkIdentifier(req.query.after, 'after') : undefined;
-    const rows = await deps.store.listDeliveries(req.params.id, { limit: limit + 1, after });
+    const limit = listLimit(req);
+    const after = singleQuery(req, 'after');
+    // The cursor is a delivery id this list gave: any other value would page from nowhere (an empty page).
+    if (after !== undefined && !(isValidIdentifier(after) && (await deps.store.getDelivery(req.params.id, after)))) {
+      throw invalid("after must be the id of one of this webhook's deliveries (the last_id of an earlier page).", 'after');
+    }
+    const rows = await deps.store.listDeliveries(req.params.id, { limit: limit + 1, ...(after !== undefined ? { after } : {}) });
     const page = rows.slice(0, limit).map(deliveryObject);
     res.json({ object: 'list', data: page, first_id: page[0]?.id ?? null, last_id: page.at(-1)?.id ?? null, has_more: rows.length > limit });
   });

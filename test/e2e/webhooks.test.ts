@@ -73,6 +73,60 @@ describe('Webhooks', function () {
       }
     });
 
+    it('refuses targets on an IPv6 address that carries a private IPv4 address (translated, mapped, compatible, NAT64, 6to4, Teredo)', async () => {
+      const urls = [
+        'https://[::ffff:0:7f00:1]/hook',
+        'https://[::ffff:0:127.0.0.1]/hook',
+        'https://[0:0:0:0:ffff::7f00:1]/hook',
+        'https://[::ffff:0:a9fe:a9fe]/latest',
+        'https://[::ffff:7f00:1]/hook',
+        'https://[::a9fe:a9fe]/latest',
+        'https://[64:ff9b::a9fe:a9fe]/latest',
+        'https://[64:ff9b:1::a9fe:a9fe]/latest',
+        'https://[2002:a00:1::1]/hook',
+        'https://[2001:0:808:808::5601:5601]/latest',
+      ];
+      for (const url of urls) {
+        const { status, json } = await api(harness, 'POST', '/webhooks', { url, events: ['*'], secret: SECRET });
+        expect(status, url).to.equal(400);
+        expect(json.error, url).to.include({ type: 'invalid_request_error', param: 'url' });
+      }
+    });
+
+    it('refuses documentation, benchmarking and reserved targets', async () => {
+      const urls = ['192.0.2.1', '198.51.100.1', '203.0.113.1', '[2001:db8::1]', '[2001:2::1]', '[2001:10::1]', '[2001:20::1]'].map((host) => `https://${host}/hook`);
+      for (const url of urls) {
+        const { status, json } = await api(harness, 'POST', '/webhooks', { url, events: ['*'], secret: SECRET });
+        expect(status, url).to.equal(400);
+        expect(json.error, url).to.include({ type: 'invalid_request_error', param: 'url' });
+        expect(json.error.message, url).to.match(/reserved/);
+      }
+    });
+
+    it('accepts a public target spelled as an IPv4-translated or NAT64 address, and a public IPv6 target', async () => {
+      for (const url of ['https://[::ffff:0:808:808]/hook', 'https://[64:ff9b::808:808]/hook', 'https://[2001:4860:4860::8888]/hook']) {
+        const created = await api(harness, 'POST', '/webhooks', { url, events: ['*'], secret: SECRET });
+        expect(created.status, url).to.equal(201);
+        expect((await api(harness, 'DELETE', `/webhooks/${created.json.id}`)).status, url).to.equal(200);
+      }
+    });
+
+    it('answers 400 naming after when the deliveries cursor is not one the service gave', async () => {
+      const created = await api(harness, 'POST', '/webhooks', { url: 'https://93.184.215.14/hook', events: ['*'], secret: SECRET });
+      expect(created.status).to.equal(201);
+      const junk = ["' OR 1=1--", 'dlv_000000000000000000000000', '', 'dlv_\u0000', 'x'.repeat(300)];
+      for (const after of junk) {
+        const { status, json } = await api(harness, 'GET', `/webhooks/${created.json.id}/deliveries?after=${encodeURIComponent(after)}`);
+        expect(status, after).to.equal(400);
+        expect(json.error, after).to.include({ type: 'invalid_request_error', param: 'after', code: 'invalid_request' });
+        expect(json.error.message, after).to.be.a('string').and.match(/after/);
+      }
+      const repeated = await api(harness, 'GET', `/webhooks/${created.json.id}/deliveries?after=a&after=b`);
+      expect(repeated.status).to.equal(400);
+      expect(repeated.json.error.param).to.equal('after');
+      expect((await api(harness, 'DELETE', `/webhooks/${created.json.id}`)).status).to.equal(200);
+    });
+
     it('refuses unknown event types, empty events and short secrets', async () => {
       const unknown = await api(harness, 'POST', '/webhooks', { url: 'https://93.184.215.14/hook', events: ['agent.exploded'], secret: SECRET });
       expect(unknown.status).to.equal(400);
@@ -191,6 +245,17 @@ describe('Webhooks', function () {
       expect(first.json.has_more).to.equal(true);
       const second = await api(harness, 'GET', `/webhooks/${webhookId}/deliveries?limit=2&after=${first.json.last_id}`);
       expect(second.json.data.map((row: { id: string }) => row.id)).to.deep.equal(all.slice(2, 4).map((row) => row.id));
+    });
+
+    it("answers 400 naming after when the deliveries cursor is another subscription's delivery", async () => {
+      const [delivery] = await deliveries(harness, webhookId);
+      // Inactive, so it takes no deliveries from the other tests.
+      const other = await api(harness, 'POST', '/webhooks', { url: `http://127.0.0.1:${receiver.port}/other`, events: ['*'], secret: SECRET, active: false });
+      expect(other.status).to.equal(201);
+      const { status, json } = await api(harness, 'GET', `/webhooks/${other.json.id}/deliveries?after=${delivery.id}`);
+      expect(status).to.equal(400);
+      expect(json.error).to.include({ type: 'invalid_request_error', param: 'after' });
+      expect((await api(harness, 'DELETE', `/webhooks/${other.json.id}`)).status).to.equal(200);
     });
 
     it('delivers after a restart what was not delivered before the service stopped', async () => {

@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { expect } from 'chai';
 import { backoffMs } from '../../runtime/webhooks/webhook-dispatcher.js';
 import { canonicalPayload, signedPayloadText, signWebhook, verifyWebhookSignature } from '../../runtime/webhooks/webhook-signature.js';
-import { checkTargetUrl, isPrivateAddress, resolveTarget } from '../../runtime/webhooks/webhook-targets.js';
+import { checkTargetUrl, isPrivateAddress, resolveTarget, WebhookTargetError } from '../../runtime/webhooks/webhook-targets.js';
 
 describe('webhook signatures', () => {
   const secret = 'a-secret-of-16+chars';
@@ -72,9 +72,105 @@ describe('webhook targets', () => {
       let refused: unknown;
       await resolveTarget(url, { allowHttp: true, allowPrivateTargets: false }).catch((error: unknown) => (refused = error));
       expect(refused, raw).to.be.instanceOf(Error);
-      expect((refused as Error).message, raw).to.match(/private, loopback or link-local/);
+      expect((refused as Error).message, raw).to.match(/private, loopback, link-local or reserved/);
       expect(await resolveTarget(url, { allowHttp: true, allowPrivateTargets: true }), raw).to.have.length(1);
     }
+  });
+
+  it('refuses an IPv6 address carrying a private IPv4 address whatever its spelling (mapped, translated, compatible, NAT64, 6to4, Teredo)', () => {
+    const carryingPrivate = [
+      // IPv4-mapped ::ffff:0:0/96.
+      '::ffff:127.0.0.1',
+      '0000:0000:0000:0000:0000:FFFF:7F00:0001',
+      '::ffff:a9fe:a9fe',
+      // IPv4-translated ::ffff:0:0:0/96 (RFC 6145), in both spellings, with leading zeros and a zone.
+      '::ffff:0:7f00:1',
+      '::ffff:0:127.0.0.1',
+      '0:0:0:0:ffff::7f00:1',
+      '::ffff:0:a9fe:a9fe',
+      '::ffff:0:169.254.169.254',
+      '0000:0000:0000:0000:ffff:0000:0a00:0001',
+      '[::ffff:0:7f00:1]',
+      '::ffff:0:7f00:1%eth0',
+      // IPv4-compatible ::/96.
+      '::a9fe:a9fe',
+      '::192.168.1.1',
+      // NAT64: the well-known prefix carrying the metadata address; the local-use /48 is never public.
+      '64:ff9b::a9fe:a9fe',
+      '64:ff9b::0:0:0:7f00:1',
+      '64:ff9b:1::a9fe:a9fe',
+      '64:ff9b:1::808:808',
+      // 6to4 and Teredo (server 10.0.0.1; client 169.254.169.254, its bits inverted: 5601:5601).
+      '2002:a00:1::1',
+      '2002:a9fe:a9fe:1::1',
+      '2001:0:a00:1::1',
+      '2001:0:808:808::5601:5601',
+    ];
+    for (const address of carryingPrivate) expect(isPrivateAddress(address), address).to.equal(true);
+  });
+
+  it('refuses the documentation, benchmarking and reserved blocks of the IANA special-purpose registries', () => {
+    const reserved = [
+      '192.0.2.1',
+      '198.51.100.1',
+      '203.0.113.1',
+      '198.19.255.254',
+      '192.0.0.170',
+      '192.88.99.1',
+      '240.0.0.1',
+      '255.255.255.255',
+      '2001:db8::1',
+      '2001:2::1',
+      '2001:10::1',
+      '2001:20::1',
+      '2001:1::1',
+      '3fff::1',
+      '5f00::1',
+      '100::1',
+      '100:0:0:1::1',
+      'fec0::1',
+      'ff02::1',
+      // Outside the global unicast 2000::/3: reserved by the IETF.
+      '4000::1',
+      '::ffff:192.0.2.1',
+      '::ffff:0:203.0.113.1',
+    ];
+    for (const address of reserved) expect(isPrivateAddress(address), address).to.equal(true);
+  });
+
+  it('accepts a public address in every spelling that carries an IPv4 address, and a public IPv6 address', () => {
+    const carryingPublic = [
+      '::ffff:808:808',
+      '::ffff:0:808:808',
+      '::ffff:0:8.8.8.8',
+      '0:0:0:0:ffff::808:808',
+      '::8.8.8.8',
+      '64:ff9b::8.8.8.8',
+      '2002:808:808::1',
+      '2001:0:808:808::f7f7:f7f7',
+      '2001:4860:4860::8888',
+      '2001:4860:4860:0000:0000:0000:0000:8888',
+      '[2001:4860:4860::8888]',
+    ];
+    for (const address of carryingPublic) expect(isPrivateAddress(address), address).to.equal(false);
+  });
+
+  it('refuses URLs on a reserved or IPv4-translated host, naming the block, unless private targets are allowed', async () => {
+    const refusedHosts = {
+      'https://[::ffff:0:7f00:1]/hook': /Loopback/,
+      'https://[::ffff:0:a9fe:a9fe]/latest': /Link Local/,
+      'https://192.0.2.1/hook': /Documentation \(TEST-NET-1\)/,
+      'https://[2001:db8::1]/hook': /Documentation/,
+    };
+    for (const [raw, block] of Object.entries(refusedHosts)) {
+      const url = checkTargetUrl(raw, { allowHttp: false, allowPrivateTargets: false });
+      let refused: unknown;
+      await resolveTarget(url, { allowHttp: false, allowPrivateTargets: false }).catch((error: unknown) => (refused = error));
+      expect(refused, raw).to.be.instanceOf(WebhookTargetError);
+      expect((refused as Error).message, raw).to.match(/private, loopback, link-local or reserved/).and.to.match(block);
+      expect(await resolveTarget(url, { allowHttp: false, allowPrivateTargets: true }), raw).to.have.length(1);
+    }
+    expect(await resolveTarget(new URL('https://[::ffff:0:808:808]/'), { allowHttp: false, allowPrivateTargets: false })).to.deep.equal([{ address: '::ffff:0:808:808', family: 6 }]);
   });
 
   it('checks the scheme and the resolved addresses', async () => {
