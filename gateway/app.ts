@@ -8,11 +8,13 @@ import { createChatRoute, type ChatRouteDeps } from './chat-route.js';
 import { createErrorHandler, notFoundHandler } from './error-handler.js';
 import type { ServerReport } from '../runtime/llm/server-profile.js';
 import { createHealthRoute } from './health-route.js';
+import { createIgnoredToolsNotice } from './hosted-tools.js';
 import { loopbackOnly } from './loopback-only.js';
 import { createMetricsRoute } from './metrics-route.js';
 import { createModelsRouter } from './models-route.js';
 import { createRequestLogging } from './request-logging.js';
 import { createRequestMetrics } from './request-metrics.js';
+import { holdToTextRules } from './text-rules.js';
 import type { UsageLimiter } from './usage-limits.js';
 
 /** What the HTTP app is built from. */
@@ -72,6 +74,8 @@ export function createApp(deps: AppDeps): Express {
   app.use(deps.apiKeys.authenticate);
   // Any content type is read as JSON: curl without -H still works.
   app.use(express.json({ limit: deps.bodyLimit, type: () => true, strict: false }));
+  // Right after the body is read, before any route: what reaches the database or the model keeps one rule.
+  app.use(holdToTextRules);
   app.get(
     '/health',
     createHealthRoute({
@@ -86,8 +90,13 @@ export function createApp(deps: AppDeps): Express {
   );
   // Open in local mode like /health; with API keys set, `authenticate` above asks Prometheus for its bearer token.
   if (deps.metrics) app.get('/metrics', createMetricsRoute(deps.metrics));
-  app.post('/v1/chat/completions', createChatRoute({ supervisor: deps.supervisor, limiter: deps.limiter, defaults: deps.defaults, maxMessages: deps.maxMessages }));
-  app.post('/v1/responses', deps.responses.create);
+  const ignoredToolsNotice = createIgnoredToolsNotice(deps.logger);
+  app.post(
+    '/v1/chat/completions',
+    ignoredToolsNotice,
+    createChatRoute({ supervisor: deps.supervisor, limiter: deps.limiter, defaults: deps.defaults, maxMessages: deps.maxMessages }),
+  );
+  app.post('/v1/responses', ignoredToolsNotice, deps.responses.create);
   app.use(deps.responses.router);
   app.use(deps.conversationsRouter);
   app.use(createModelsRouter());

@@ -57,8 +57,8 @@ function toTurnRequest(req: Request, res: Response, request: ChatRequest, defaul
     { value: request.user_id ?? undefined, param: 'user_id' },
   ]);
   const userId = checkIdentifier(named ?? defaults.userId, 'user_id');
-  const sessionHeader = req.get('x-session-id');
-  const sessionHint = sessionHeader !== undefined ? checkIdentifier(sessionHeader, 'session_id') : request.session_id;
+  // The header was held to the session id rule with the rest of the request (`holdToTextRules`).
+  const sessionHint = req.get('x-session-id') ?? request.session_id;
   return {
     userId,
     requestId: res.locals.requestId as string | undefined,

@@ -2,7 +2,7 @@ import type { Request } from 'express';
 import { z } from 'zod';
 import type { SessionMetadata } from '../runtime/ports.js';
 import { ServiceError } from '../runtime/service-error.js';
-import { parseRequestBody, refuseNulText } from './chat-request.js';
+import { parseRequestBody } from './chat-request.js';
 import { recordIdOf } from './conversation-format.js';
 import { listLimit, listOrder, singleQuery } from './list-query.js';
 import { Metadata } from './metadata.js';
@@ -42,14 +42,12 @@ export type ItemsQuery = { limit: number; order: 'asc' | 'desc'; afterId?: numbe
 export function parseConversationCreation(body: unknown): ConversationCreation {
   // No body at all creates an empty conversation, as OpenAI's does.
   const parsed = parseRequestBody(CreateBody, body ?? {});
-  refuseNulText(body);
   return { items: parsed.items ?? [], metadata: parsed.metadata ?? {} };
 }
 
 /** Validates a `POST /v1/conversations/{id}` body: the metadata that replaces the conversation's (null clears it). */
 export function parseConversationUpdate(body: unknown): SessionMetadata {
   const parsed = parseRequestBody(UpdateBody, body);
-  refuseNulText(body);
   return parsed.metadata ?? {};
 }
 

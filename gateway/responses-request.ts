@@ -2,7 +2,8 @@ import { z } from 'zod';
 import type { ChatMessage, ToolDefinition } from '../runtime/chat-types.js';
 import { ServiceError } from '../runtime/service-error.js';
 import type { ApprovalAnswer } from '../runtime/tools/tool-approvals.js';
-import { MAX_ID_LENGTH, parseRequestBody, refuseNulText } from './chat-request.js';
+import { MAX_ID_LENGTH, parseRequestBody } from './chat-request.js';
+import { functionToolsOf } from './hosted-tools.js';
 import { Metadata } from './metadata.js';
 
 /** A text part of an input message (`input_text`; `output_text` in an assistant message a client sends back). */
@@ -68,7 +69,8 @@ const ResponsesRequestSchema = z.object({
   store: z.boolean().nullish(),
   stream: z.boolean().nullish(),
   background: z.boolean().nullish(),
-  tools: z.array(FunctionTool).nullish(),
+  // Hosted tools (web_search, local_shell, custom …) are left out: the service runs none of them.
+  tools: functionToolsOf(FunctionTool).nullish(),
   tool_choice: z.union([z.enum(['auto', 'none', 'required']), z.looseObject({ type: z.string() })]).nullish(),
   max_output_tokens: z.number().int().positive().nullish(),
   temperature: z.number().min(0).max(2).nullish(),
@@ -101,8 +103,6 @@ export function parseResponsesRequest(body: unknown, limits: { maxMessages: numb
   if (request.previous_response_id && request.conversation) {
     throw new ServiceError('INVALID_REQUEST', 'previous_response_id and conversation cannot be used together: a response continues one or the other', { param: 'conversation' });
   }
-  // The whole request is stored (the response object, its input items).
-  refuseNulText(body);
   return request;
 }
 

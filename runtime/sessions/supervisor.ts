@@ -11,12 +11,12 @@ import { ServiceError } from '../service-error.js';
 import { notPending } from '../tools/tool-approvals.js';
 import { NO_TOOLS, type ToolRunner } from '../tools/tool-runner.js';
 import { ActorCache, type CachedResponseEnd } from './actor-cache.js';
-import { historyHashOf, splitConversation } from './conversation-history.js';
+import { historyHashOf } from './conversation-history.js';
 import type { DurableWriter } from './durable-writer.js';
 import { newSessionId } from './session-ids.js';
 import type { SessionLeases } from './session-leases.js';
 import { createSessionRegistry, type SessionRegistry } from './session-registry.js';
-import { findSessionId, planTurn, type PlanSources } from './turn-plan.js';
+import { conversationOf, findSessionId, planTurn, type PlanSources } from './turn-plan.js';
 import { TurnRunner } from './turn-runner.js';
 import { TurnStore } from './turn-store.js';
 import type { SupervisorSettings, TurnHandlers, TurnOutcome, TurnPlan, TurnRequest } from './turn-types.js';
@@ -115,16 +115,8 @@ export class Supervisor {
 
   /** Runs one user turn through the session's actor and returns how it ended. */
   async runTurn(request: TurnRequest, handlers: TurnHandlers): Promise<TurnOutcome> {
-    const withTools = (request.clientTools?.length ?? 0) > 0;
-    const conversation = splitConversation(request.messages, { withTools });
-    const last = conversation.tail.at(-1);
+    const conversation = conversationOf(request);
     const answers = request.approvals ?? [];
-    // Answers to approval requests may come alone: the turn goes on from the calls' results.
-    const isAnswerOnly = !last && answers.length > 0;
-    if (!isAnswerOnly && !(last && (last.role === 'user' || (withTools && last.role === 'tool')))) {
-      const expected = withTools ? 'a user message or tool results' : 'a user message';
-      throw new ServiceError('INVALID_REQUEST', `messages must end with ${expected}`, { param: 'messages' });
-    }
     // Only a session the request names can have requests pending: refused before any session is found or made.
     if (answers[0] && !request.sessionHint) throw notPending(answers[0]);
     await this.started(handlers.signal);

@@ -3,7 +3,7 @@ import { ServiceError } from '../service-error.js';
 import type { ApprovalWords } from '../tools/approval-words.js';
 import { checkApprovalAnswers, decideApprovals, notPending, type ApprovalAnswer, type ApprovalRequest } from '../tools/tool-approvals.js';
 import type { ActorCache } from './actor-cache.js';
-import { APPROVAL_ROLE, EMPTY_HISTORY_HASH, storedToolCall, textOf, toTurn, type ClientConversation, type Turn } from './conversation-history.js';
+import { APPROVAL_ROLE, EMPTY_HISTORY_HASH, splitConversation, storedToolCall, textOf, toTurn, type ClientConversation, type Turn } from './conversation-history.js';
 import { pendingApprovalsOf } from './pending-approvals.js';
 import type { TurnStore } from './turn-store.js';
 import { LLM_FAILURE_PREFIX, type TurnPlan, type TurnRequest } from './turn-types.js';
@@ -13,6 +13,28 @@ export type PlanSources = { cache: ActorCache; store: TurnStore; shortTermTurns:
 
 /** A client conversation as the turn path sees it: split, with its resent history's hash. */
 export type PlannedConversation = ClientConversation & { prefixHash: string | null; forceNew?: boolean };
+
+/**
+ * A request's messages split for its turn, refused with 400 unless the turn has something to
+ * answer: a user message, tool results, or answers to approval requests. Tool results at the
+ * end are answered whether or not the request offers tools: an Agents SDK hand-off into an
+ * agent without tools sends the hand-off call's output and `tools: []`.
+ */
+export function conversationOf(request: TurnRequest): ClientConversation {
+  const endsInToolResults = request.messages.findLast((message) => DIALOGUE_ROLES.has(message.role))?.role === 'tool';
+  const withTools = (request.clientTools?.length ?? 0) > 0 || endsInToolResults;
+  const conversation = splitConversation(request.messages, { withTools });
+  const last = conversation.tail.at(-1);
+  // Answers to approval requests may come alone: the turn goes on from the calls' results.
+  const isAnswerOnly = !last && (request.approvals?.length ?? 0) > 0;
+  if (!isAnswerOnly && last?.role !== 'user' && last?.role !== 'tool') {
+    throw new ServiceError('INVALID_REQUEST', 'messages must end with a user message or tool results', { param: 'messages' });
+  }
+  return conversation;
+}
+
+/** The roles whose order makes a dialogue: what the last of them is decides what the turn answers. */
+const DIALOGUE_ROLES: ReadonlySet<string> = new Set(['user', 'assistant', 'tool']);
 
 /** The session a request belongs to: the one it names, the one its resent history continues, or a new one. */
 export async function findSessionId(sources: PlanSources, request: TurnRequest, prefixHash: string | null): Promise<string> {

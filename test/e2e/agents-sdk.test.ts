@@ -152,4 +152,19 @@ describe('the OpenAI Agents SDK against the service (npm start, embedded databas
     expect(result.finalOutput).to.match(/^Tool result: .*\b5\b/);
     expect(weatherCalls).to.deep.equal([]);
   });
+
+  it('hands off from a triage agent to a specialist that has no tools, and the specialist answers', async () => {
+    const refunds = new Agent({ name: 'Refunds', instructions: 'Handle refunds.', model: 'svc-agent' });
+    const triage = Agent.create({ name: 'Triage', instructions: 'Route the user.', model: 'svc-agent', handoffs: [refunds] });
+    llm.script({ match: { lastUserIncludes: 'refund', hasToolResults: false }, reply: { toolCalls: [{ name: 'transfer_to_Refunds', arguments: {} }] }, times: 1 });
+    const result = await runner.run(triage, 'I would like a refund');
+    expect(result.lastAgent?.name).to.equal('Refunds');
+    // The scripted LLM answers the user after a hand-off: the specialist's reply reached the SDK.
+    expect(result.finalOutput).to.equal('Echo: I would like a refund');
+    expect(itemKinds(result)).to.deep.equal(['handoff_call_item:function_call', 'handoff_output_item:function_call_result', 'message_output_item:message']);
+    // The specialist's request offered no tools of the client's and ended in the hand-off's output.
+    const specialist = [...llm.requests].reverse().find((request) => request.kind === 'chat')!;
+    expect(specialist.body.messages!.at(-1)).to.include({ role: 'tool' });
+    expect((specialist.body.tools ?? []).map((tool) => (tool as { function: { name: string } }).function.name)).to.not.include('transfer_to_Refunds');
+  });
 });

@@ -101,8 +101,8 @@ describe(`fuzzed malformed requests (FUZZ_SEED=${SEED})`, function () {
     expect(webhook.status).to.equal(201);
     const webhookId = webhook.json.id as string;
     const agentIds: string[] = [];
-    // The third agent's id is as long as an id may be, in two-byte characters (its export file name must still fit).
-    for (const [key, sessionId] of [[API_KEY], [BOUND_KEY], [API_KEY, 'ü'.repeat(255)]] as Array<[string, string?]>) {
+    // The third agent's id is as long as an id may be (its export file name must still fit); ids are printable ASCII.
+    for (const [key, sessionId] of [[API_KEY], [BOUND_KEY], [API_KEY, 'u'.repeat(255)]] as Array<[string, string?]>) {
       const response = await pool.request({
         method: 'POST',
         path: '/v1/chat/completions',
@@ -179,8 +179,19 @@ describe(`fuzzed malformed requests (FUZZ_SEED=${SEED})`, function () {
     }
   });
 
-  it('deletes with an export agents whose ids are as long as an id may be, in multi-byte characters', async () => {
+  it('deletes with an export agents whose ids are as long as an id may be, and refuses multi-byte ids from the start', async () => {
     for (const sessionId of ['é'.repeat(255), `${'ÿ'.repeat(200)}-${'x'.repeat(54)}`]) {
+      // An id comes back in X-Session-ID, where only printable ASCII survives: refused, nothing stored.
+      const refused = await pool.request({
+        method: 'POST',
+        path: '/v1/chat/completions',
+        headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${API_KEY}` },
+        body: JSON.stringify({ session_id: sessionId, messages: [{ role: 'user', content: 'a long name' }] }),
+      });
+      expect(refused.statusCode).to.equal(400);
+      expect(((await refused.body.json()) as { error: { param: string } }).error.param).to.equal('session_id');
+    }
+    for (const sessionId of ['e'.repeat(255), `${'y'.repeat(200)}-${'x'.repeat(54)}`]) {
       const seed = await pool.request({
         method: 'POST',
         path: '/v1/chat/completions',
