@@ -20,9 +20,11 @@ export type ReplayDeps = { responses: ResponseStore; background: BackgroundRespo
 /**
  * Streams a background response's stored events after `startingAfter` (a `sequence_number`;
  * -1 for all), then its live ones as they are stored, until its end (its last event, or, for a
- * cancelled response, which has none, its final status). Works from any process: the events
- * are read from storage, and a reader here is woken as soon as a batch is stored. Ends when
- * the client goes; the response runs on.
+ * cancelled response, which has none, its final status). Only stored events are sent: a reader
+ * at or past the last event, or of a response whose events were deleted after their retention,
+ * gets the stream's end and nothing else. Works from any process: the events are read from
+ * storage, and a reader here is woken as soon as a batch is stored. Ends when the client goes;
+ * the response runs on.
  */
 export async function replayResponse(deps: ReplayDeps, id: string, body: Record<string, unknown>, startingAfter: number, res: Response): Promise<void> {
   if (body.background !== true) {
@@ -34,9 +36,10 @@ export async function replayResponse(deps: ReplayDeps, id: string, body: Record<
   sse.start();
   let after = startingAfter;
   let quietSince = Date.now();
-  // The events and the final status are stored in one statement: once the status reads final,
-  // one more read has the last events.
-  let ended: Record<string, unknown> | undefined;
+  // The events and the final status are stored in one statement (a run whose process died is
+  // failed with its last event, in one statement too): once the status reads final, one more
+  // read has the last events, if any are left after `after`.
+  let ended = false;
   let sentLast = false;
   while (!gone.signal.aborted && !sentLast) {
     const events = await deps.background.eventsAfter(id, after, PAGE);
@@ -51,7 +54,7 @@ export async function replayResponse(deps: ReplayDeps, id: string, body: Record<
     const now = await deps.responses.get(id);
     if (!now) break;
     if (isFinalStatus(now.body.status)) {
-      ended = now.body;
+      ended = true;
       continue;
     }
     await deps.runs.waitForEvents(id, POLL_MS, gone.signal);
@@ -59,12 +62,6 @@ export async function replayResponse(deps: ReplayDeps, id: string, body: Record<
       sse.heartbeat();
       quietSince = Date.now();
     }
-  }
-  // The last event was lost with the process that ran the response (it died between batches): it is made from the stored end.
-  const status = ended?.status;
-  if (!sentLast && (status === 'completed' || status === 'failed')) {
-    const type = `response.${status}`;
-    sse.event(type, JSON.stringify({ type, sequence_number: after + 1, response: ended }));
   }
   sse.end();
 }

@@ -63,10 +63,12 @@ export function createResponsesRoutes(deps: ResponsesRouterDeps): { create: Requ
   router.get('/v1/responses/:response_id', async (req, res) => {
     const id = String(req.params.response_id);
     const userId = userOf(req, res, deps.defaults.userId);
+    const stream = streamQuery(req);
+    const startingAfter = startingAfterQuery(req);
     let record = await ownResponse(deps.responses, userId, id);
     // A response still running whose process stopped is failed before it is shown.
     if (!isFinalStatus(record.body.status) && (await deps.runs.failLapsed()).includes(id)) record = await ownResponse(deps.responses, userId, id);
-    if (streamQuery(req)) await replayResponse(deps, id, record.body, startingAfterQuery(req), res);
+    if (stream) await replayResponse(deps, id, record.body, startingAfter, res);
     else res.json(record.body);
   });
 
@@ -115,6 +117,7 @@ function turnRequestOf(
   continuation: Continuation | undefined,
   requestId: string | undefined,
   responseRecord?: TurnRequest['responseRecord'],
+  failedResponseRecord?: TurnRequest['failedResponseRecord'],
 ): TurnRequest {
   // The instructions go after the agent's system prompt, as a client's system message does.
   const instructions: ChatMessage[] = request.instructions ? [{ role: 'system', content: request.instructions }] : [];
@@ -132,12 +135,14 @@ function turnRequestOf(
       max_tokens: request.max_output_tokens ?? deps.defaults.maxTokens,
     },
     responseRecord,
+    failedResponseRecord,
   };
 }
 
 /** Runs the turn of a response and answers it, as JSON or as a stream of events. */
 async function answerTurn({ deps, request, userId, frame, continuation, res, signal }: ResponseTurn): Promise<void> {
-  const turnOf: TurnOf = (responseRecord) => turnRequestOf(deps, request, userId, continuation, res.locals.requestId as string | undefined, responseRecord);
+  const turnOf: TurnOf = (responseRecord, failedResponseRecord) =>
+    turnRequestOf(deps, request, userId, continuation, res.locals.requestId as string | undefined, responseRecord, failedResponseRecord);
   // Stored with the turn's end, before the client has it, so that it can be continued as soon as it arrives.
   const recordOf: RecordOf = (body, outcome) =>
     frame.store
@@ -166,8 +171,8 @@ async function answerTurn({ deps, request, userId, frame, continuation, res, sig
 /** The stored record of a turn's response (undefined with `store: false`). */
 type RecordOf = (body: ResponseBodyText, outcome: TurnOutcome) => NewResponseRecord | undefined;
 
-/** The session turn of a response, given how its record is made. */
-type TurnOf = (responseRecord: NonNullable<TurnRequest['responseRecord']>) => TurnRequest;
+/** The session turn of a response, given how its record is made (and that of a failure answered as an error). */
+type TurnOf = (responseRecord: NonNullable<TurnRequest['responseRecord']>, failedResponseRecord?: TurnRequest['failedResponseRecord']) => TurnRequest;
 
 /** One streamed response: its events as the turn produces them. */
 async function streamResponse(supervisor: Supervisor, turnOf: TurnOf, frame: ResponseFrame, res: Response, signal: AbortSignal, recordOf: RecordOf): Promise<void> {
@@ -187,14 +192,19 @@ async function streamResponse(supervisor: Supervisor, turnOf: TurnOf, frame: Res
     begin();
     return (body ??= events.close(outcome));
   };
+  // A failure answered as an error (failure mode http) before anything was sent is a plain HTTP
+  // error with no response id, and nothing is kept; once the stream began, the client holds the
+  // id, so the failed response is kept, and the stream ends with it as it was stored.
+  let failed: ResponseBodyText | undefined;
+  const failedRecordOf = (ended: TurnOutcome) => (sse.isStarted ? recordOf((failed = close(ended)), ended) : undefined);
   try {
-    const outcome = await supervisor.runTurn(turnOf((ended) => recordOf(close(ended), ended)), handlers);
+    const outcome = await supervisor.runTurn(turnOf((ended) => recordOf(close(ended), ended), failedRecordOf), handlers);
     if (signal.aborted) return;
     events.end(close(outcome));
   } catch (error) {
     if (!sse.isStarted) throw error;
     // Mid-stream, the error goes in the stream.
-    events.fail(toServiceError(error).message);
+    events.end(failed ?? events.failure(toServiceError(error).message));
   }
 }
 
@@ -206,12 +216,15 @@ function streamQuery(req: Request): boolean {
   throw new ServiceError('INVALID_REQUEST', `stream must be true or false, got '${value}'`, { param: 'stream' });
 }
 
-/** `starting_after` of a query: the sequence number after which events are sent (default: from the first). */
+/**
+ * `starting_after` of a query: the sequence number after which events are sent (-1 when
+ * absent: from the first). Checked whether or not the events are streamed, as any parameter given.
+ */
 function startingAfterQuery(req: Request): number {
   const value = singleQuery(req, 'starting_after');
   if (value === undefined) return -1;
   const number = Number(value);
-  if (!/^-?\d+$/.test(value) || !Number.isSafeInteger(number) || number < -1) {
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(number)) {
     throw new ServiceError('INVALID_REQUEST', `starting_after must be a sequence number (an integer of at least 0), got '${value}'`, { param: 'starting_after' });
   }
   return number;

@@ -203,11 +203,6 @@ export class ResponseEventStream {
     this.sink.end();
   }
 
-  /** Ends the stream with `response.failed` (an error after the stream began). */
-  fail(message: string): void {
-    this.end(this.failure(message));
-  }
-
   /** Closes the items of a turn that failed and returns the response: `failed`, its output what finished before the failure. */
   failure(message: string): ResponseBodyText {
     this.closeItems();

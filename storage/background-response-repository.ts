@@ -2,6 +2,7 @@ import { sql, type Kysely } from 'kysely';
 import type { BackgroundResponseStore, StoredResponseEvent } from '../runtime/ports.js';
 import type { DatabaseSchema } from './database-schema.js';
 import { toJsonText } from '../runtime/json-text.js';
+import { databaseCalls } from './response-repository.js';
 import { RESPONSE_BODY_DEFAULTS_JSON } from './stored-response-body.js';
 
 /** Events as the column arrays `unnest` makes rows of again: (sequence, type, data). */
@@ -24,10 +25,11 @@ function appendEvents(id: string, events: StoredResponseEvent[]) {
  * The runs and events of background responses (a deleted response's run may still write: its
  * writes then store nothing) (tables `background_runs` and
  * `response_events`, beside `responses`). Times are the database's (`now()`), so processes on
- * hosts whose clocks differ agree on which runs lapsed.
+ * hosts whose clocks differ agree on which runs lapsed. A call that fails while the database
+ * cannot be reached fails with DATABASE_UNAVAILABLE (`databaseCalls`).
  */
 export function createBackgroundResponseRepository(db: Kysely<DatabaseSchema>): BackgroundResponseStore {
-  return {
+  return databaseCalls<BackgroundResponseStore>({
     async start(record, events, runner, leaseMs) {
       await sql`with response as (
           insert into responses (id, user_id, session_id, previous_response_id, history_hash, status, body, input)
@@ -107,5 +109,5 @@ export function createBackgroundResponseRepository(db: Kysely<DatabaseSchema>): 
           and not exists (select 1 from background_runs runs where runs.response_id = events.response_id)`.execute(db);
       return Number(result.numAffectedRows ?? 0n);
     },
-  };
+  });
 }

@@ -1,7 +1,8 @@
 import { CompiledQuery, type Kysely, type Selectable } from 'kysely';
 import { GroupCommit } from './group-commit.js';
 import { hotStatement } from './prepared-statements.js';
-import type { ResponseEnd, ResponseRecord, ResponseStore } from '../runtime/ports.js';
+import { isDataError, type ResponseEnd, type ResponseRecord, type ResponseStore } from '../runtime/ports.js';
+import { databaseUnavailable, isServiceError } from '../runtime/service-error.js';
 import type { DatabaseSchema, ResponsesTable } from './database-schema.js';
 import { responseBodyOf } from './stored-response-body.js';
 
@@ -37,7 +38,33 @@ function toEnd(row: EndRow): ResponseEnd {
   };
 }
 
-/** The responses table behind the runtime's ResponseStore port (a response is stored with its turn's end: see the session repository). */
+/**
+ * A database call as a route answers its failure: DATABASE_UNAVAILABLE, a 503 with
+ * Retry-After, as chat completions answers while the database cannot be reached
+ * (`databaseUnavailable`, the original error its cause). The database's refusals of the data or
+ * the statement (`isDataError`), which a retry would meet again, and the service's own errors
+ * stay as they are.
+ */
+export function databaseCall<T>(call: Promise<T>): Promise<T> {
+  return call.catch((error: unknown) => {
+    throw isServiceError(error) || isDataError(error) ? error : databaseUnavailable(error);
+  });
+}
+
+/** A store (an object of async functions, as the repositories make them) each of whose calls is a `databaseCall`. */
+export function databaseCalls<Store extends object>(store: Store): Store {
+  const calls: Record<string, unknown> = {};
+  for (const [name, member] of Object.entries(store)) {
+    calls[name] = typeof member === 'function' ? (...args: unknown[]) => databaseCall((member as (...args: unknown[]) => Promise<unknown>)(...args)) : member;
+  }
+  return calls as Store;
+}
+
+/**
+ * The responses table behind the runtime's ResponseStore port (a response is stored with its
+ * turn's end: see the session repository). A call that fails while the database cannot be
+ * reached fails with DATABASE_UNAVAILABLE (`databaseCalls`).
+ */
 export function createResponseRepository(db: Kysely<DatabaseSchema>): ResponseStore {
   // The reads of concurrent turns go together, as their writes do (one round trip for all).
   const ends = new GroupCommit<string, ResponseEnd | undefined>(async (ids) => {
@@ -45,7 +72,7 @@ export function createResponseRepository(db: Kysely<DatabaseSchema>): ResponseSt
     const byId = new Map(rows.map((row) => [row.id, toEnd(row)]));
     return ids.map((id) => byId.get(id));
   });
-  return {
+  return databaseCalls<ResponseStore>({
     async get(id) {
       const row = await db.selectFrom('responses').selectAll().where('id', '=', id).executeTakeFirst();
       return row && toRecord(row);
@@ -76,7 +103,7 @@ export function createResponseRepository(db: Kysely<DatabaseSchema>): ResponseSt
       const result = await db.deleteFrom('responses').where('id', '=', id).executeTakeFirst();
       return result.numDeletedRows > 0n;
     },
-  };
+  });
 }
 
 function toRecord(row: Selectable<ResponsesTable>): ResponseRecord {

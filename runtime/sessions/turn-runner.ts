@@ -206,7 +206,8 @@ export class TurnRunner {
       const ended = [...decided.map((result) => toTurn(toolMessage(result))), ...activity, ...replyTurns];
       // The outcome with its history hash, made once: for the response's record and for the caller.
       const finished = { ...outcome, historyHash: progress.historyHash };
-      const response = answered ? request.responseRecord?.(finished) : undefined;
+      const failedAsError = failsAsError && !cancelled && !turn.authError;
+      const response = answered ? request.responseRecord?.(finished) : failedAsError ? request.failedResponseRecord?.(finished) : undefined;
       await store.persistEnd(sessionId, ended, request.userId, progress, fence, response);
       const recent = plan.recent && [...plan.recent, ...plan.toStore, ...ended].slice(-settings.shortTermTurns);
       this.cache.remember(sessionId, { ...session, ...progress, lastActive: new Date() }, recent, response?.id);

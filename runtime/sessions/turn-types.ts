@@ -55,9 +55,16 @@ export type TurnRequest = {
   /**
    * The Responses API's record of the turn, made from how it ended (undefined: none to keep).
    * It is stored in the same write as the turn's end, so it costs no round trip of its own;
-   * a turn that ends unanswered stores none.
+   * a turn that ends unanswered stores none (but see `failedResponseRecord`).
    */
   responseRecord?: (outcome: TurnOutcome) => NewResponseRecord | undefined;
+  /**
+   * The record of a turn whose failure is answered as an error (`llm.failure_mode: http`, or a
+   * conversation too long for the model's window), made from how it ended (`failure` set), or
+   * undefined: none to keep. Stored as `responseRecord` is, before the error is thrown: a
+   * Responses API stream that had begun gave the client the response's id, which must stay readable.
+   */
+  failedResponseRecord?: (outcome: TurnOutcome) => NewResponseRecord | undefined;
 };
 
 /** Where a turn's answer goes while it is produced. */

@@ -4,6 +4,7 @@ import { expect } from 'chai';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
 import { expectSchema } from '../support/openai-schema.js';
 import { startTestService, type TestService } from '../support/service-harness.js';
+import { waitFor } from '../support/wait-for.js';
 
 /** A PostgreSQL server (PGlite over the wire protocol) that can be stopped and started on its port. */
 class StoppableDatabase {
@@ -113,5 +114,51 @@ describe('database outage', () => {
     await harness.service.writer.flush();
     expect(await countRows(sessionId!, 'user', 'asked during the outage')).to.equal(1);
     expect(await countRows(sessionId!, 'assistant', 'answered during the outage')).to.equal(1);
+  });
+
+  it('answers every Responses API route with 503 database_unavailable and Retry-After while the database is down', async () => {
+    const call = (method: string, path: string, body?: Record<string, unknown>) =>
+      fetch(`${harness.baseURL}${path}`, {
+        method,
+        headers: { 'Content-Type': 'application/json', 'X-User-ID': 'durable' },
+        ...(body ? { body: JSON.stringify({ model: 'svc-agent', ...body }) } : {}),
+      });
+    const done = await call('POST', '/responses', { input: 'before the outage' });
+    expect(done.status).to.equal(200);
+    const { id } = (await done.json()) as { id: string };
+    const conversation = done.headers.get('x-session-id')!;
+    const background = (await (await call('POST', '/responses', { input: 'in the background before the outage', background: true })).json()) as { id: string };
+    await waitFor(async () => ((await (await call('GET', `/responses/${background.id}`)).json()) as { status: string }).status === 'completed', 'the background response to end');
+
+    const routes: Array<[string, string, Record<string, unknown>?]> = [
+      ['POST', '/responses', { input: 'during the outage' }],
+      ['POST', '/responses', { input: 'during the outage', stream: true }],
+      ['POST', '/responses', { input: 'during the outage', background: true }],
+      ['POST', '/responses', { input: 'during the outage', background: true, stream: true }],
+      ['POST', '/responses', { input: 'during the outage', previous_response_id: id }],
+      ['POST', '/responses', { input: 'during the outage', conversation }],
+      ['GET', `/responses/${id}`],
+      ['GET', `/responses/${background.id}?stream=true`],
+      ['GET', `/responses/${id}/input_items`],
+      ['POST', `/responses/${background.id}/cancel`],
+      ['DELETE', `/responses/${id}`],
+    ];
+    const routeOf = ([method, path, body]: (typeof routes)[number]) => `${method} ${path}${body ? ` ${JSON.stringify(body)}` : ''}`;
+    const answers: Array<Record<string, unknown>> = [];
+    await database.stop();
+    try {
+      for (const route of routes) {
+        const answer = await call(...route);
+        const body = (await answer.json()) as { error?: { type: string; code: string } };
+        if (!answer.ok) expectSchema('ErrorResponse', body);
+        answers.push({ route: routeOf(route), status: answer.status, retryAfter: answer.headers.get('retry-after'), type: body.error?.type, code: body.error?.code });
+      }
+    } finally {
+      await database.start();
+    }
+    expect(answers).to.deep.equal(routes.map((route) => ({ route: routeOf(route), status: 503, retryAfter: '1', type: 'server_busy_error', code: 'database_unavailable' })));
+    // Nothing was changed meanwhile, and the routes answer again.
+    await waitFor(async () => (await call('GET', `/responses/${id}`)).status === 200, 'the response to be readable again');
+    expect((await call('DELETE', `/responses/${id}`)).status).to.equal(200);
   });
 });

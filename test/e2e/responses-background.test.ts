@@ -89,6 +89,71 @@ for (const target of serviceStorageTargets()) {
       expect(again.map((event) => event.type)).to.deep.equal([...before, ...after].map((event) => event.type));
     });
 
+    /** The events of a background response's stream read again through the SDK, after `startingAfter` when given. */
+    async function replayed(id: string, startingAfter?: number): Promise<ResponseStreamEvent[]> {
+      const events: ResponseStreamEvent[] = [];
+      const query = startingAfter === undefined ? { stream: true as const } : { stream: true as const, starting_after: startingAfter };
+      for await (const event of await client.responses.retrieve(id, query)) events.push(event);
+      for (const event of events) expectSchema('ResponseStreamEvent', event);
+      return events;
+    }
+
+    it('sends nothing after the last event of a finished response: its stream read from there, or past it, just ends', async () => {
+      for (const [input, lastType] of [
+        ['a short one', 'response.completed'],
+        ['this one fails [[error:503]]', 'response.failed'],
+      ] as const) {
+        const created = await client.responses.create({ model: 'svc-agent', input, background: true });
+        await pollUntil(created.id, (response) => response.status !== 'queued' && response.status !== 'in_progress', 'the response to end');
+        const all = await replayed(created.id);
+        const last = all.at(-1)!;
+        expect(last.type, input).to.equal(lastType);
+        expect(await replayed(created.id, last.sequence_number - 1), input).to.deep.equal([last]);
+        for (const startingAfter of [last.sequence_number, last.sequence_number + 1, 99_999]) {
+          expect(await replayed(created.id, startingAfter), `${input}, starting_after=${startingAfter}`).to.deep.equal([]);
+          // On the wire: the stream's headers, then its end, with no event.
+          const raw = await fetch(`${harness.baseURL}/responses/${created.id}?stream=true&starting_after=${startingAfter}`);
+          expect(raw.status).to.equal(200);
+          expect(raw.headers.get('content-type')).to.match(/^text\/event-stream/);
+          expect(await raw.text()).to.equal('');
+        }
+      }
+    });
+
+    it('ends the stream of a running response read past its last event once the response ended, with no event', async () => {
+      const created = await client.responses.create({ model: 'svc-agent', input: slowInput(30), background: true });
+      expect(await replayed(created.id, 99_999)).to.deep.equal([]);
+      // The stream waited for the end: it did not end while the response was running.
+      expect((await client.responses.retrieve(created.id)).status).to.equal('completed');
+    });
+
+    it('streams no event of a finished response whose events were deleted after their retention; retrieve still shows it', async () => {
+      const created = await client.responses.create({ model: 'svc-agent', input: 'kept a while', background: true });
+      await pollUntil(created.id, (response) => response.status === 'completed', 'the response to complete');
+      // What the retention sweep does to a response's events once they are old enough.
+      await harness.service.database.db.deleteFrom('response_events').where('response_id', '=', created.id).execute();
+      expect(await replayed(created.id)).to.deep.equal([]);
+      expect(await replayed(created.id, 3)).to.deep.equal([]);
+      expect((await client.responses.retrieve(created.id)).output_text).to.equal('Echo: kept a while');
+    });
+
+    it('refuses a starting_after that is not a sequence number (negative, not an integer, junk, repeated) with a 400 naming it', async () => {
+      const created = await client.responses.create({ model: 'svc-agent', input: 'numbered', background: true });
+      await pollUntil(created.id, (response) => response.status === 'completed', 'the response to complete');
+      expect(await refusal(client.responses.retrieve(created.id, { stream: true, starting_after: -1 }))).to.deep.include({ status: 400, param: 'starting_after' });
+      const queries = ['-1', '-5', '1.5', '2.0', 'abc', '', '1e3', '0x10', ' 3', '99999999999999999999', '1&starting_after=2'];
+      for (const stream of ['stream=true&', '']) {
+        for (const value of queries) {
+          const query = `${stream}starting_after=${value.includes('&') ? value : encodeURIComponent(value)}`;
+          const answer = await fetch(`${harness.baseURL}/responses/${created.id}?${query}`);
+          expect(answer.status, query).to.equal(400);
+          const body = (await answer.json()) as { error: { type: string; param: string } };
+          expectSchema('ErrorResponse', body);
+          expect(body.error, query).to.include({ type: 'invalid_request_error', param: 'starting_after' });
+        }
+      }
+    });
+
     it('cancels a background response: the LLM request in flight is cancelled and it ends cancelled with the text produced so far', async () => {
       const created = await client.responses.create({ model: 'svc-agent', input: slowInput(300), background: true });
       await pollUntil(created.id, (response) => textOf(response).length > 0, 'some text');
