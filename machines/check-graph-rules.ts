@@ -92,6 +92,13 @@ export function checkGraphRules(raw: unknown): GraphRuleReport {
     for (const [path, message] of placementProblems(graph, name, who(name))) error(['states', name, path], message);
     if (isJudgeable(name)) {
       for (const message of routingProblems(graph, name, who(name))) error(['states', name, 'transition', 'next'], message);
+      if (state.type === 'agent' && reachable.has(name) && routesOf(graph, name).toolCalls === undefined && state.tools?.length !== 0) {
+        const offered = state.tools ? `lists tools ${list([...state.tools])}` : "offers every tool (it has no `tools:`)";
+        warning(
+          ['states', name, 'tools'],
+          `${who(name)} ${offered}, but no tool state follows it to run them: none of the service's tools is offered in it, and a call the model makes anyway is answered as an error. Set \`tools: []\` to say so, or add a tool state to its transition.next.`,
+        );
+      }
       if (state.type === 'agent' && state.show_output === true && outputOf({ states: { ...graph.states, [name]: { ...state, show_output: undefined } } }, name) === 'shown') {
         warning(['states', name, 'show_output'], `${who(name)} sets \`show_output: true\`, which has no effect: it has no agent-type successor to hand over to, so its text always reaches the reply. Remove \`show_output\`.`);
       }

@@ -24,7 +24,8 @@ export type StateApproval = boolean | string[];
 /**
  * The input of the `callLlm` actor: the working context and the agent state it runs in, the
  * hand-offs the model may make now (none once the turn has made `maxHandoffs`), whether the
- * state's text reaches the reply, and the approval rule of the tool state its calls run in.
+ * state's text reaches the reply, the approval rule of the tool state its calls run in, and
+ * whether one follows at all.
  */
 export type CallLlmInput = {
   sessionId: string;
@@ -34,6 +35,8 @@ export type CallLlmInput = {
   handoffs: HandoffOption[];
   output: StateOutput;
   toolApproval: StateApproval;
+  /** A tool state follows the agent state: its tools are offered. Without one, none of the service's are. */
+  runsTools: boolean;
 };
 
 /** The outcome of one tool call; a failed call is a result with `isError`, not an exception. */
@@ -65,6 +68,7 @@ export type TransitionReason =
   | 'approval'
   | 'llm_error'
   | 'tool_error'
+  | 'tool_unavailable'
   | 'cancelled';
 
 /** The context of a session actor; small and JSON-serialisable, since it is persisted. */
@@ -165,6 +169,20 @@ const sessionSetup = setup({
       ],
       round: context.round + 1,
     })),
+    // Calls made where no tool state can run them are answered as errors, so the model answers without them.
+    recordUnavailableTools: assign(({ context }, params: { reply: AgentReply }) => ({
+      messages: [
+        ...context.messages,
+        ...params.reply.toolCalls.map(
+          (call): ChatMessage => ({
+            role: 'tool',
+            tool_call_id: call.id,
+            content: `Error: no tool can run in this state ("${call.function.name}" is not available); answer without calling tools.`,
+          }),
+        ),
+      ],
+      round: context.round + 1,
+    })),
     recordFailure: assign((_, params: SessionFailure) => ({ failure: params })),
     countTransition: assign(({ context }, params: { reason: TransitionReason }) => ({
       transitions: context.transitions + 1,
@@ -248,6 +266,7 @@ function agentStateNode(graph: StateGraph, name: string): SessionStateNodeConfig
         handoffs: (context.handoffs ?? 0) < context.maxHandoffs ? handoffs : [],
         output,
         toolApproval,
+        runsTools: toolTarget !== undefined,
       }),
       onDone: [
         ...handoffs.map(({ state }) => ({
@@ -259,7 +278,19 @@ function agentStateNode(graph: StateGraph, name: string): SessionStateNodeConfig
           ],
         })),
         ...(toolTarget === undefined
-          ? []
+          ? [
+              {
+                // No tool state: the calls are answered as errors and the state asks the model again.
+                guard: { type: 'canRunTools' as const, params: replyOf },
+                target: name,
+                reenter: true,
+                actions: [
+                  recordReply(true),
+                  { type: 'recordUnavailableTools', params: replyOf } as const,
+                  ...arrive(graph, name, 'tool_unavailable'),
+                ],
+              },
+            ]
           : [
               {
                 guard: { type: 'canRunTools' as const, params: replyOf },

@@ -193,15 +193,18 @@ export class ActorCache {
   /** Reports every transition of an actor on the event bus and in the registry. */
   private observe(actor: SessionActor, sessionId: string, userId: string): void {
     let previous: string | null = null;
+    let counted: number | null = null;
     actor.subscribe((snapshot) => {
       const state = String(snapshot.value);
       const resting = isRestingState(this.deps.graph, state);
-      if (previous !== null && previous !== state) {
+      // Counted transitions, a state's re-entry too (calls answered as unavailable where no tool state follows).
+      if (previous !== null && (previous !== state || snapshot.context.transitions !== counted)) {
         const reason = snapshot.context.reason;
         this.deps.onTransition(sessionId, { at: new Date(), from: previous, to: state, reason: reason ?? null });
         this.deps.events.emit('session:state_changed', { sessionId, userId, from: previous, to: state, reason });
       }
       previous = state;
+      counted = snapshot.context.transitions;
       this.deps.registry.trigger.upsert({
         session: {
           sessionId,

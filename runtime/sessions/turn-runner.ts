@@ -15,7 +15,7 @@ import { handoffIn, stateRequiresApproval, transferTools } from './agent-handoff
 import { addUsage, llmCallRecord, mergeUsage, startCall, sumUsage, toolCallRecord, usageTotal } from './call-records.js';
 import { withPendingApprovals } from './pending-approvals.js';
 import type { SessionLeases } from './session-leases.js';
-import { buildContext } from './prompt-assembly.js';
+import { buildContext, withStateSystem } from './prompt-assembly.js';
 import type { TurnStore } from './turn-store.js';
 import {
   FAILED_REPLY_ROLE,
@@ -77,6 +77,8 @@ type ActiveTurn = {
   roundsReasoning: string[];
   /** The usage of the turn's LLM calls added up (null until one reported or was counted). */
   callsUsage: Usage | null;
+  /** The tools the last LLM call offered, by name: the calls the turn's tool state may run. */
+  offered: ReadonlySet<string>;
   /** The results of the service's own tool calls, by call id. */
   toolResults: Map<string, ToolCallResult>;
   /** Calls of the service's tools held for the user's approval: the turn ends asking for them. */
@@ -138,7 +140,6 @@ export class TurnRunner {
     const memories = this.deps.memory && lastUserText ? await this.deps.memory.recall(request.userId, lastUserText) : [];
     const context = buildContext({
       systemPrompt: settings.systemPrompt,
-      toolsDescription: this.deps.tools.describe(),
       memories,
       clientSystem,
       dialogue: plan.dialogue,
@@ -166,6 +167,7 @@ export class TurnRunner {
       roundsShown: [],
       roundsReasoning: [],
       callsUsage: null,
+      offered: new Set(),
       toolResults: new Map(),
       approvalRequests: [],
       decidedSteps: [],
@@ -296,13 +298,17 @@ export class TurnRunner {
       if (output === 'hidden_on_handoff') held.push({ reasoning, piece });
       if (output === 'shown') show(reasoning, piece);
     };
+    // The state's tools are described and offered only where a tool state follows to run them.
+    const allowed = input.runsTools ? state.tools : [];
     const request: LlmRequest = {
       model: state.model ?? turn.params.model,
       temperature: state.temperature ?? turn.params.temperature,
       max_tokens: state.max_tokens ?? turn.params.max_tokens,
-      messages: withStatePrompt(input.messages, state.prompt),
-      tools: [...this.deps.tools.definitions(state.tools), ...transferTools(input.handoffs), ...turn.clientTools],
+      messages: withStateSystem(input.messages, [this.deps.tools.describe(allowed), state.prompt]),
+      tools: [...this.deps.tools.definitions(allowed), ...transferTools(input.handoffs), ...turn.clientTools],
     };
+    // What the model may call this round: a call of anything else is answered as an error, not run.
+    turn.offered = new Set(request.tools!.map((tool) => (tool.type === 'function' ? tool.function.name : '')));
     const scope = { sessionId: input.sessionId, userId: turn.userId, turnId: turn.turnId, state: input.state };
     const start = startCall();
     let body = '';
@@ -349,7 +355,8 @@ export class TurnRunner {
       if (handoff) return { ...agentReply, toolCalls: [], handoff };
       const isClients = (call: ToolCall) => turn.clientToolNames.has(call.function.name);
       const forClient = reply.toolCalls.filter(isClients);
-      const heldCalls = this.heldFor(input.state, reply.toolCalls.filter((call) => !isClients(call)), input.toolApproval);
+      // Where no tool state follows, nothing runs, so nothing waits for approval: the machine answers the calls as errors.
+      const heldCalls = input.runsTools ? this.heldFor(input.state, reply.toolCalls.filter((call) => !isClients(call)), input.toolApproval) : [];
       if (forClient.length === 0 && heldCalls.length === 0) return agentReply;
       const heldIds = new Set(heldCalls.map((request) => request.call.id));
       const runnable = reply.toolCalls.filter((call) => !isClients(call) && !heldIds.has(call.id));
@@ -430,7 +437,9 @@ export class TurnRunner {
     const start = startCall();
     let result: ToolCallResult;
     try {
-      result = await this.deps.tools.call(call, scope);
+      // An approved call was offered when it was made, in an earlier turn.
+      const offered = approved !== undefined || turn.offered.has(call.function.name);
+      result = offered ? await this.deps.tools.call(call, scope) : unavailableToolResult(call);
     } catch (error) {
       if (!approved || !isServiceError(error) || error.code !== 'TOOL_AUTH_REQUIRED') {
         this.record(turn, toolCallRecord(recordScope, call, start, { error, cancelled: scope.signal.aborted }, approved?.id));
@@ -667,15 +676,14 @@ function stepsOf(
   return steps;
 }
 
+/** The result of a call of a tool the calling state does not offer: an error the model reads, the tool not run. */
+function unavailableToolResult(call: ToolCall): ToolCallResult {
+  const name = call.function.name;
+  return { toolCallId: call.id, name, content: `Error: no tool named "${name}" is available here; call only the tools you were offered`, isError: true };
+}
+
 /** A failed LLM call refused because the conversation does not fit the model's context window. */
 function isContextOverflow(failure: NonNullable<TurnOutcome['failure']>): boolean {
   return failure.source === 'llm' && failure.code === 'context_length_exceeded';
 }
 
-/** Adds a state's own prompt to the system prompt for the call made in that state. */
-function withStatePrompt(messages: ChatMessage[], prompt: string | undefined): ChatMessage[] {
-  if (!prompt) return messages;
-  const [first, ...rest] = messages;
-  if (first?.role !== 'system') return [{ role: 'system', content: prompt }, ...messages];
-  return [{ role: 'system', content: `${textOf(first)}\n\n${prompt}` }, ...rest];
-}

@@ -119,8 +119,8 @@ class Registry implements McpRegistry {
     return [...this.catalogue.values()].filter((entry) => isAllowed(entry, allowed)).map(toolDefinition);
   }
 
-  describe(): string {
-    return describeTools(this.catalogue.values());
+  describe(allowed?: string[]): string {
+    return describeTools([...this.catalogue.values()].filter((entry) => isAllowed(entry, allowed)));
   }
 
   approvalFor(name: string, required = false): ToolSource | undefined {

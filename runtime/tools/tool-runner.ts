@@ -22,8 +22,8 @@ export interface ToolRunner {
   ready(): Promise<void>;
   /** The tools offered to the LLM; `allowed` narrows them to a state's list. */
   definitions(allowed?: string[]): ToolDefinition[];
-  /** Text appended to the base system prompt: each tool's name, description and input schema. */
-  describe(): string;
+  /** Text appended to the base system prompt: each tool's name, description and input schema; `allowed` narrows them as `definitions` does. */
+  describe(allowed?: string[]): string;
   /**
    * Runs one call. Failures (unknown tool, bad arguments, a tool error, a crash, a time-out,
    * cancellation) are results with `isError`, never exceptions, with one exception: a tool

@@ -247,3 +247,58 @@ describe('state graph: show_output on a step that hands over', () => {
     ]);
   });
 });
+
+describe("state graph: a state's tools list is the contract", () => {
+  const folder = mkdtempSync(join(tmpdir(), 'svc-tools-list-'));
+  const graphFile = join(folder, 'billing.yaml');
+  writeFileSync(
+      graphFile,
+      [
+        'initial: ask_user',
+        'states:',
+        '  ask_user: { description: Waits for the user., type: user, transition: { next: [billing] } }',
+        '  billing: { description: Adds up invoices., type: agent, tools: [everything__get-sum], transition: { next: [ask_user, billing_tools] } }',
+        '  billing_tools: { description: Runs the billing tools., type: tool, transition: { next: [billing] } }',
+      ].join('\n'),
+  );
+  after(() => rmSync(folder, { recursive: true, force: true }));
+  const service = useEverythingService({ env: { STATE_GRAPH_PATH: graphFile } });
+
+  it('describes and offers only the listed tools, and answers a call of any other as an error without running it', async () => {
+    const { harness } = service;
+    harness.llm.script(
+      { match: { hasToolResults: false }, reply: { toolCalls: [{ name: 'everything__get-env', arguments: {} }] }, times: 1 },
+      { match: { hasToolResults: true }, reply: (request) => ({ content: `Told: ${JSON.stringify(request.messages.at(-1)?.content)}` }) },
+    );
+    const { content } = await chat(harness, 'What is in your environment?');
+    const [first] = chatRequests(harness);
+    expect(first!.tools!.map((tool) => tool.function.name)).to.deep.equal(['everything__get-sum']);
+    expect(systemText(first!.messages)).to.include('### everything__get-sum');
+    expect(systemText(first!.messages)).to.not.include('everything__get-env');
+    // The tool server never ran it: the model was told it is not available.
+    expect(service.toolCalls).to.deep.equal([]);
+    expect(content).to.include('no tool named \\"everything__get-env\\" is available here');
+  });
+});
+
+describe('state graph: a tool call where no tool state follows', () => {
+  const service = useEverythingService({ env: { STATE_GRAPH_PATH: TRIAGE_GRAPH } });
+
+  it('offers no tool in such a state, answers a call the model makes anyway as an error, and replies', async () => {
+    const { harness } = service;
+    harness.llm.script(
+      { match: { hasToolResults: false }, reply: { toolCalls: [{ name: 'everything__echo', arguments: { message: 'hi' } }] }, times: 1 },
+      { match: { hasToolResults: true }, reply: { content: 'I can answer that without tools.' } },
+    );
+    const { content, sessionId } = await chat(harness, 'Hello there');
+    expect(content).to.equal('I can answer that without tools.');
+    const [first, second] = chatRequests(harness);
+    expect((first!.tools ?? []).map((tool) => tool.function.name).filter((name) => !name.startsWith('transfer_to_'))).to.deep.equal([]);
+    expect(systemText(first!.messages)).to.not.include('### everything__');
+    const answered = second!.messages.at(-1)!;
+    expect(answered.role).to.equal('tool');
+    expect(String(answered.content)).to.match(/^Error: no tool can run in this state/);
+    expect(service.toolCalls).to.deep.equal([]);
+    expect(await transitions(harness, sessionId)).to.include('triage>triage:tool_unavailable');
+  });
+});

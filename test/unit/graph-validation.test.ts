@@ -40,9 +40,10 @@ function triageGraph(): { initial: string; states: Record<string, Record<string,
     initial: 'ask_user',
     states: {
       ask_user: state('user', ['triage']),
-      triage: state('agent', ['ask_user', 'billing', 'support']),
-      billing: state('agent', ['ask_user']),
-      support: state('agent', ['ask_user']),
+      // No tool state follows them: they say they offer no tools.
+      triage: state('agent', ['ask_user', 'billing', 'support'], { tools: [] }),
+      billing: state('agent', ['ask_user'], { tools: [] }),
+      support: state('agent', ['ask_user'], { tools: [] }),
     },
   };
 }
@@ -87,7 +88,7 @@ describe('validateGraph', () => {
         ask_user: state('user', ['planner']),
         planner: state('agent', ['reviewer', 'planner_tools']),
         planner_tools: state('tool', ['planner']),
-        reviewer: state('agent', ['ask_user']),
+        reviewer: state('agent', ['ask_user'], { tools: [] }),
       },
     });
     expect(result.ok).to.equal(true);
@@ -314,12 +315,23 @@ describe('validateGraph', () => {
     expectProblem(warnings, 'states.agent_reply.show_output', 'agent_reply', /^agent state `agent_reply` sets `show_output: true`, which has no effect: .*Remove `show_output`\.$/);
   });
 
+  it('warns that an agent state with no tool state after it offers no tools, unless it says tools: []', () => {
+    const graph = triageGraph();
+    delete graph.states.support!.tools;
+    graph.states.billing!.tools = ['everything__get-sum'];
+    const warnings = warningsOf(graph);
+    expect(warnings.map((warning) => warning.path).sort()).to.deep.equal(['states.billing.tools', 'states.support.tools']);
+    expectProblem(warnings, 'states.support.tools', 'support', /^agent state `support` offers every tool \(it has no `tools:`\), but no tool state follows it to run them: .*Set `tools: \[\]` to say so/);
+    expectProblem(warnings, 'states.billing.tools', 'billing', /^agent state `billing` lists tools \(everything__get-sum\), but no tool state follows it/);
+    expect(warningsOf(defaultGraph())).to.deep.equal([]);
+  });
+
   it('accepts show_output without a warning when the agent state hands over', () => {
     const graph = triageGraph();
     graph.states.triage!.show_output = true;
     expect(warningsOf(graph)).to.deep.equal([]);
     const plain = triageGraph();
-    plain.states.billing = state('agent', ['support'], { show_output: true });
+    plain.states.billing = state('agent', ['support'], { show_output: true, tools: [] });
     expect(warningsOf(plain)).to.deep.equal([]);
   });
 
@@ -416,15 +428,15 @@ describe('validateGraph', () => {
   it('accepts a long state name when its transfer_to_ tool fits in 64 characters or it is no model-chosen hand-off', () => {
     const fits = `billing_${'x'.repeat(44)}`; // 52 characters: transfer_to_ makes 64
     const graph = triageGraph();
-    graph.states[fits] = state('agent', ['ask_user']);
-    graph.states.triage = state('agent', ['ask_user', fits, 'support']);
+    graph.states[fits] = state('agent', ['ask_user'], { tools: [] });
+    graph.states.triage = state('agent', ['ask_user', fits, 'support'], { tools: [] });
     delete graph.states.billing;
     expect(warningsOf(graph)).to.deep.equal([]);
     const long = `reviewer_${'x'.repeat(60)}`;
     expect(
       warningsOf({
         initial: 'ask_user',
-        states: { ask_user: state('user', ['planner']), planner: state('agent', [long]), [long]: state('agent', ['ask_user']) },
+        states: { ask_user: state('user', ['planner']), planner: state('agent', [long], { tools: [] }), [long]: state('agent', ['ask_user'], { tools: [] }) },
       }),
     ).to.deep.equal([]);
   });

@@ -8,7 +8,7 @@ import { ConfigError } from '../../config/load-config.js';
 const GRAPH = `initial: agent_reply
 states:
   ask_user: { description: waits, type: user, transition: { next: [agent_reply] } }
-  agent_reply: { description: replies, type: agent, transition: { next: [ask_user] } }
+  agent_reply: { description: replies, type: agent, tools: [], transition: { next: [ask_user] } }
 `;
 const ORPHAN = '  orphan: { description: never entered, type: user, transition: { next: [agent_reply] } }\n';
 
