@@ -64,7 +64,8 @@ export async function planTurn(
   const cached = cache.get(sessionId);
   const { created, ...session } = cached ? { ...cached.session, created: false } : await store.claim(sessionId, request.userId);
   if (session.userId !== request.userId) {
-    throw new ServiceError('FORBIDDEN', `session ${sessionId} belongs to another user`, { param: 'session_id' });
+    // Another user's session is not confirmed to exist: the same answer as an unknown agent or conversation.
+    throw new ServiceError('NOT_FOUND', `No session found with id '${sessionId}'.`, { param: 'session_id' });
   }
   if (session.deletedAt) {
     throw new ServiceError('GONE', `session ${sessionId} was deleted and cannot be continued`, { param: 'session_id' });

@@ -156,7 +156,9 @@ describe('POST /v1/chat/completions', () => {
       const asAlice = await postChat(harness, { user_id: 'bob', session_id: sessionId, messages: [{ role: 'user', content: 'again' }] }, { 'X-User-ID': 'alice' });
       expect(asAlice.status).to.equal(200);
       const asBob = await postChat(harness, { user_id: 'bob', session_id: sessionId, messages: [{ role: 'user', content: 'again' }] });
-      expect(asBob.status).to.equal(403);
+      // Another user's session answers as one that does not exist, so ids are not confirmed.
+      expect(asBob.status).to.equal(404);
+      expect(((await asBob.json()) as { error: { code: string; param: string } }).error).to.include({ code: 'not_found', param: 'session_id' });
     });
   });
 

@@ -124,7 +124,7 @@ for (const target of targets) {
       const owner = await chat(harness, [user('secret plans')], { userId: 'owner' });
       const requestsBefore = llm.requests.length;
       const intruder = await chat(harness, [user('what did we say?')], { userId: 'intruder', sessionId: owner.sessionId! });
-      expect(intruder.status).to.equal(403);
+      expect(intruder.status).to.equal(404);
       expect(intruder.content).to.equal('');
       expect(llm.requests.length).to.equal(requestsBefore);
       const rows = await transcript(harness, owner.sessionId!);
