@@ -8,6 +8,8 @@ export type CallEntry = {
   id: number;
   type: 'llm' | 'tool';
   turn_id: string;
+  /** The request id of the HTTP request the call ran for, as the service's log lines carry it. */
+  request_id: string | null;
   state: string;
   started_at: string;
   duration_ms: number;
@@ -47,6 +49,7 @@ export function callEntry(call: CallRecord): CallEntry {
   const common = {
     id: call.id,
     turn_id: call.turnId,
+    request_id: call.requestId ?? null,
     state: call.state,
     started_at: new Date(call.startedAt).toISOString(),
     duration_ms: call.durationMs,

@@ -3,7 +3,7 @@ import { packageFile } from '../config/package-files.js';
 import type { StateGraph } from '../machines/index.js';
 import { toSvg } from '../machines/render-graph.js';
 import type { EventBus, RuntimeEventName, RuntimeEvents } from '../runtime/observability/event-bus.js';
-import type { SessionRecord, SessionStore } from '../runtime/ports.js';
+import type { ConversationStore, SessionRecord, SessionStore } from '../runtime/ports.js';
 import { ServiceError } from '../runtime/service-error.js';
 import { pendingApprovalsOf } from '../runtime/sessions/pending-approvals.js';
 import type { AgentStatus, SessionRegistry } from '../runtime/sessions/session-registry.js';
@@ -18,6 +18,8 @@ export type InspectRoutesDeps = {
   enabled: boolean;
   registry: SessionRegistry;
   sessions: SessionStore;
+  /** Where the listed sessions' first messages are read. */
+  conversations: ConversationStore;
   events: EventBus;
   graph: StateGraph;
   /** The API key middleware's `authenticate`: every data route runs it (the page shell holds no data and is public). */
@@ -49,6 +51,8 @@ export type InspectedSession = {
   live: boolean;
   transitions: number;
   last_active: string;
+  /** The session's first user message (its first 200 characters), to tell sessions apart; null before one is stored. */
+  first_message: string | null;
   /** The calls the session holds for its user's approval, as `mcp_approval_request` items (from its stored snapshot). */
   pending_approvals: Array<ReturnType<typeof approvalRequestItem>>;
 };
@@ -130,6 +134,9 @@ export function createInspectRoutes(deps: InspectRoutesDeps): InspectRoutes {
   };
 }
 
+/** How much of a session's first message the list shows. */
+const FIRST_MESSAGE_CHARS = 200;
+
 /** Live sessions (the registry) first, then stored ones, most recently active first, at most `recentSessions`. */
 async function listSessions(deps: InspectRoutesDeps, userId: string | undefined): Promise<InspectedSession[]> {
   const live = [...deps.registry.getSnapshot().context.sessions.values()]
@@ -138,7 +145,11 @@ async function listSessions(deps: InspectRoutesDeps, userId: string | undefined)
     .slice(0, deps.recentSessions);
   const listed = new Set(live.map((session) => session.sessionId));
   const { sessions: stored } = await deps.sessions.list({ limit: deps.recentSessions, ...(userId !== undefined ? { userId } : {}) });
-  const pending = await pendingApprovalsBySession(deps, live, stored);
+  const [pending, firsts] = await Promise.all([
+    pendingApprovalsBySession(deps, live, stored),
+    deps.conversations.firstUserMessages([...listed, ...stored.map((session) => session.sessionId)]),
+  ]);
+  const firstMessage = (sessionId: string) => firsts.get(sessionId)?.slice(0, FIRST_MESSAGE_CHARS) ?? null;
   return [
     ...live.map((session) => ({
       id: session.sessionId,
@@ -148,6 +159,7 @@ async function listSessions(deps: InspectRoutesDeps, userId: string | undefined)
       live: true,
       transitions: session.transitions,
       last_active: new Date(session.lastActive).toISOString(),
+      first_message: firstMessage(session.sessionId),
       pending_approvals: pending.get(session.sessionId) ?? [],
     })),
     ...stored
@@ -160,6 +172,7 @@ async function listSessions(deps: InspectRoutesDeps, userId: string | undefined)
         live: false,
         transitions: session.transitions,
         last_active: session.lastActive.toISOString(),
+        first_message: firstMessage(session.sessionId),
         pending_approvals: pending.get(session.sessionId) ?? [],
       })),
   ].slice(0, deps.recentSessions);

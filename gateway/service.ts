@@ -204,6 +204,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     enabled: config.inspect.page,
     registry: supervisor.registry,
     sessions: stores.sessions,
+    conversations: stores.conversations,
     events,
     graph,
     authenticate: apiKeys.authenticate,

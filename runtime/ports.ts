@@ -31,6 +31,8 @@ export interface ConversationStore {
   page(sessionId: string, options: { afterId?: number; limit: number; order?: 'asc' | 'desc' }): Promise<ConversationRecord[]>;
   /** How many records a session has. */
   count(sessionId: string): Promise<number>;
+  /** The first user message of each of the sessions that has one, by session id (one read for all). */
+  firstUserMessages(sessionIds: readonly string[]): Promise<Map<string, string>>;
   /** Deletes every record of a session; returns how many were deleted. */
   deleteSession(sessionId: string): Promise<number>;
 }
@@ -164,6 +166,8 @@ type CallBase = {
   userId: string;
   /** The turn the call belongs to (`turn_` and hex), for a timeline per turn. */
   turnId: string;
+  /** The request id the service's log lines of the turn's HTTP request carry, to join a call and its log (absent in records stored before). */
+  requestId?: string | null;
   /** The graph state the call ran in. */
   state: string;
   startedAt: Date;

@@ -64,6 +64,20 @@ export function createConversationRepository(db: Kysely<DatabaseSchema>): Conver
       return rows.reverse().map(toRecord);
     },
 
+    async firstUserMessages(sessionIds: readonly string[]): Promise<Map<string, string>> {
+      if (sessionIds.length === 0) return new Map();
+      const rows = await db
+        .selectFrom('conversations')
+        .distinctOn('session_id')
+        .select(['session_id', 'message'])
+        .where('session_id', 'in', [...sessionIds])
+        .where('role', '=', 'user')
+        .orderBy('session_id')
+        .orderBy('id')
+        .execute();
+      return new Map(rows.map((row) => [row.session_id, row.message]));
+    },
+
     async page(sessionId: string, options: { afterId?: number; limit: number; order?: 'asc' | 'desc' }): Promise<ConversationRecord[]> {
       const count = rowLimit(options.limit);
       if (count === 0) return [];

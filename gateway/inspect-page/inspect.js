@@ -97,6 +97,9 @@ async function open() {
   }
   $('key-form').hidden = true;
   $('inspector').hidden = false;
+  // A link to a session (/inspect?session=ID) opens it.
+  const linked = new URL(location.href).searchParams.get('session');
+  if (linked && page.selected !== linked) select(linked);
   if (page.selected) showState(sessionById(page.selected)?.state);
   followEvents();
 }
@@ -142,8 +145,12 @@ function renderSessions() {
     const row = document.createElement('tr');
     row.dataset.sessionId = session.id;
     row.classList.toggle('selected', session.id === page.selected);
+    const first = cell(session.first_message ?? '');
+    first.className = 'first-message';
+    first.title = session.first_message ?? '';
     row.append(
       cell(session.id),
+      first,
       cell(session.user_id),
       cell(session.state),
       cell(session.status?.replaceAll('_', ' ') ?? 'stored'),
@@ -179,6 +186,10 @@ function renderApprovals() {
 
 function select(id) {
   page.selected = id;
+  // The address names the session, so it can be linked to and reloaded: /inspect?session=ID.
+  const address = new URL(location.href);
+  address.searchParams.set('session', id);
+  history.replaceState(null, '', address);
   page.lastTransitionId = null;
   page.lastMessageId = null;
   page.storedTransitions = [];

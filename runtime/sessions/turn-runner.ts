@@ -46,6 +46,8 @@ export type TurnRunnerDeps = {
 /** What a running turn keeps outside the actor: where its answer goes and what it gathered. */
 type ActiveTurn = {
   userId: string;
+  /** The id of the HTTP request the turn runs for, as its log lines name it (null when none). */
+  requestId: string | null;
   /** The turn's id in its call records (`turn_` and hex). */
   turnId: string;
   /** The tokens the turn's LLM calls used, by model. */
@@ -150,6 +152,7 @@ export class TurnRunner {
     const clientTools = request.clientTools ?? [];
     const turn: ActiveTurn = {
       userId: request.userId,
+      requestId: request.requestId ?? null,
       // randomUUID draws from a cached pool; randomBytes asks the system every time (1.2% of a turn's CPU in a profile).
       turnId: `turn_${randomUUID().replaceAll('-', '').slice(0, 16)}`,
       usage: {},
@@ -309,7 +312,7 @@ export class TurnRunner {
     };
     // What the model may call this round: a call of anything else is answered as an error, not run.
     turn.offered = new Set(request.tools!.map((tool) => (tool.type === 'function' ? tool.function.name : '')));
-    const scope = { sessionId: input.sessionId, userId: turn.userId, turnId: turn.turnId, state: input.state };
+    const scope = { sessionId: input.sessionId, userId: turn.userId, turnId: turn.turnId, requestId: turn.requestId, state: input.state };
     const start = startCall();
     let body = '';
     try {
@@ -433,7 +436,7 @@ export class TurnRunner {
   private async runCall(turn: ActiveTurn, state: string, call: ToolCall, scope: ToolCallScope, approved?: ApprovalRequest): Promise<ToolCallResult> {
     const approval = approved ? { approvalRequestId: approved.id } : {};
     turn.handlers.onToolActivity?.({ phase: 'started', call, ...approval });
-    const recordScope = { sessionId: scope.sessionId, userId: turn.userId, turnId: turn.turnId, state };
+    const recordScope = { sessionId: scope.sessionId, userId: turn.userId, turnId: turn.turnId, requestId: turn.requestId, state };
     const start = startCall();
     let result: ToolCallResult;
     try {

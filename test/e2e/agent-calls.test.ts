@@ -48,6 +48,14 @@ describe('/v1/agents/{id}/calls and token counts', () => {
     harness = service.harness;
   });
 
+  it("names in each call the request id of the HTTP request it ran for, the one the response and the log lines carry", async () => {
+    const { response } = await aliceClient(harness).chat.completions.create({ model: 'svc-agent', messages: [{ role: 'user', content: ECHO_REQUEST }] }).withResponse();
+    const requestId = response.headers.get('x-request-id');
+    expect(requestId).to.be.a('string').and.not.equal('');
+    const { body } = await getJson<LogPage<CallEntry>>(harness, `/agents/${response.headers.get('x-session-id')}/calls`);
+    expect(body.data.map((call) => call.request_id)).to.deep.equal([requestId, requestId, requestId]);
+  });
+
   it('lists a turn\'s LLM calls with the exact messages and tools sent, and its tool call with its result and duration', async () => {
     const sessionId = await aliceSays(harness, ECHO_REQUEST);
     const sent = harness.llm.requests.filter((request) => request.kind === 'chat').map((request) => request.body as RecordedBody);

@@ -106,8 +106,8 @@ describeInBrowser(`inspector page (/inspect) in a browser${hasChromium ? '' : ` 
     await page.locator('#messages .role-assistant', { hasText: 'Echo: second question' }).waitFor();
     expect(await page.locator('#transitions tbody tr').count()).to.be.at.least(5);
     // The list is read again every 200 ms: its row shows the state once a read after the turn came back.
-    await row.locator('td').nth(2).filter({ hasText: /^ask_user$/ }).waitFor();
-    expect(await row.locator('td').nth(2).textContent()).to.equal('ask_user');
+    await row.locator('td').nth(3).filter({ hasText: /^ask_user$/ }).waitFor();
+    expect(await row.locator('td').nth(3).textContent()).to.equal('ask_user');
 
     await mkdir(OUTPUT_DIR, { recursive: true });
     const screenshot = `${OUTPUT_DIR}inspect-page.png`;
@@ -150,6 +150,27 @@ describeInBrowser(`inspector page (/inspect) in a browser${hasChromium ? '' : ` 
     }
   });
 
+  it("lists each session with its first message, opens the session an address names (?session=ID), and names the chosen one in the address", async () => {
+    const local = await startTestService();
+    const context = await browser.newContext();
+    try {
+      for (const [session, text] of [['linked-a', 'first words of a'], ['linked-b', 'first words of b']]) {
+        await local.client.chat.completions.create({ model: 'svc-agent', messages: [{ role: 'user', content: text! }] }, { headers: { 'X-Session-ID': session! } });
+      }
+      const page = await context.newPage();
+      await page.goto(`${local.service.url}/inspect?session=linked-b`);
+      await page.locator('#messages .role-user', { hasText: 'first words of b' }).waitFor();
+      expect(await page.locator('#session-title').textContent()).to.equal('Session linked-b');
+      expect(await page.locator('#sessions tr[data-session-id="linked-a"] .first-message').textContent()).to.equal('first words of a');
+      await page.locator('#sessions tr[data-session-id="linked-a"]').click();
+      await page.locator('#messages .role-user', { hasText: 'first words of a' }).waitFor();
+      expect(new URL(page.url()).searchParams.get('session')).to.equal('linked-a');
+    } finally {
+      await context.close();
+      await local.close();
+    }
+  });
+
   it('shows the tool calls a session waits to have approved, until they are answered', async () => {
     const folder = mkdtempSync(join(tmpdir(), 'svc-inspect-approvals-'));
     const servers = `${EVERYTHING_STDIO_YAML}    require_approval: [get-sum]\n`;
@@ -165,11 +186,11 @@ describeInBrowser(`inspector page (/inspect) in a browser${hasChromium ? '' : ` 
       await row.click();
       await page.locator('#approvals li', { hasText: 'everything · get-sum({"a":2,"b":3})' }).waitFor();
       expect(await page.locator('#approvals .request-id').textContent()).to.match(/^mcpr_[0-9a-f]{32}$/);
-      expect(await row.locator('td').nth(5).textContent()).to.equal('1 waiting');
+      expect(await row.locator('td').nth(6).textContent()).to.equal('1 waiting');
 
       await chat('no');
       await page.locator('#approvals').waitFor({ state: 'hidden' });
-      expect(await row.locator('td').nth(5).textContent()).to.equal('');
+      expect(await row.locator('td').nth(6).textContent()).to.equal('');
     } finally {
       await context.close();
       await local.close();

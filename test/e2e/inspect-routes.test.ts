@@ -7,7 +7,7 @@ import { loadGraph } from '../../config/load-graph.js';
 import { createErrorHandler } from '../../gateway/error-handler.js';
 import { createInspectRoutes, type InspectedSession, type InspectRoutes } from '../../gateway/inspect-routes.js';
 import { EventBus, type RuntimeEventName, type RuntimeEvents } from '../../runtime/observability/event-bus.js';
-import type { SessionStore } from '../../runtime/ports.js';
+import type { ConversationStore, SessionStore } from '../../runtime/ports.js';
 import { createSessionRegistry } from '../../runtime/sessions/session-registry.js';
 import { startTestService, testLogger, type TestService } from '../support/service-harness.js';
 import { waitFor } from '../support/wait-for.js';
@@ -206,8 +206,9 @@ describe('inspector routes (/inspect)', () => {
       routes = createInspectRoutes({
         enabled: true,
         registry: createSessionRegistry(),
-        // Streams without a user-bound key never read the sessions.
+        // Streams without a user-bound key never read the sessions or their messages.
         sessions: {} as SessionStore,
+        conversations: {} as ConversationStore,
         events: bus,
         graph: loadGraph(loadConfig({ CONFIG_FILE: DEFAULT_CONFIG_FILE }).state.graph_path).graph,
         authenticate: (_req, _res, next) => next(),

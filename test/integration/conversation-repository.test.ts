@@ -40,6 +40,19 @@ for (const target of databaseTargets()) {
       expect(stored[0]?.createdAt).to.be.instanceOf(Date);
     });
 
+    it('reads the first user message of several sessions at once, leaving out a session with none', async () => {
+      const [first, second, silent] = [randomUUID(), randomUUID(), randomUUID()];
+      await store.append([
+        { userId: 'user-a', sessionId: first, role: 'system', message: 'be brief' },
+        ...turns(first, 4),
+        ...turns(second, 2).map((record) => ({ ...record, message: `second ${record.message}` })),
+        { userId: 'user-a', sessionId: silent, role: 'assistant', message: 'hello first' },
+      ]);
+      const firsts = await store.firstUserMessages([first, second, silent, randomUUID()]);
+      expect([...firsts.entries()].sort()).to.deep.equal([[first, 'message 0'], [second, 'second message 0']].sort());
+      expect((await store.firstUserMessages([])).size).to.equal(0);
+    });
+
     it('stores nothing and returns an empty list when appending no records', async () => {
       expect(await store.append([])).to.deep.equal([]);
     });
