@@ -82,6 +82,7 @@ export type ConfigValues = {
     api_key: string;
     temperature: number;
     max_tokens: number;
+    max_tokens_limit: number;
     timeout_ms: number;
     health_timeout_ms: number;
     embedding_model: string;
@@ -183,6 +184,12 @@ export const configSchema: convict.Schema<ConfigValues> = {
     api_key: { doc: 'API key for the LLM server (a placeholder for local servers).', format: String, default: 'EMPTY', env: 'LLM_API_KEY', sensitive: true },
     temperature: { doc: 'Default sampling temperature (0 to 2).', format: 'temperature', default: 0.7, env: 'LLM_TEMPERATURE' },
     max_tokens: { doc: 'Default most tokens per reply.', format: 'positive-int', default: 1024, env: 'LLM_MAX_TOKENS' },
+    max_tokens_limit: {
+      doc: "The most tokens a reply may ask for (a request's max_tokens, max_completion_tokens or max_output_tokens above it is lowered to it); the model's context window bounds it too: a call asks at most for what the window leaves after the prompt.",
+      format: 'positive-int',
+      default: 32_768,
+      env: 'LLM_MAX_TOKENS_LIMIT',
+    },
     timeout_ms: { doc: 'Time-out of one LLM request, in ms.', format: 'positive-int', default: 120_000, env: 'LLM_TIMEOUT_MS' },
     health_timeout_ms: { doc: 'Time-out of the health check towards the LLM server, in ms.', format: 'positive-int', default: 2000, env: 'LLM_HEALTH_TIMEOUT_MS' },
     embedding_model: { doc: 'Embedding model for long-term memory.', format: String, default: 'default', env: 'LLM_EMBEDDING_MODEL' },

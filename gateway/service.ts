@@ -140,6 +140,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     timeoutMs: config.llm.timeout_ms,
     maxConnections: config.llm.max_connections,
     maxRetries: config.llm.max_retries,
+    maxTokensLimit: config.llm.max_tokens_limit,
     model: config.llm.model,
     probeTimeoutMs: config.llm.health_timeout_ms,
     server: { contextWindow: config.llm.context_window, toolCallParser: config.llm.tool_call_parser, alternateRoles: config.llm.alternate_roles },

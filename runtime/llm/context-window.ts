@@ -3,9 +3,13 @@ import { estimateMessageTokens, estimatePromptTokens, renderedText, REPLY_PRIMIN
 
 /**
  * A call's messages fitted into the model's context window: how many older ones were left out,
- * and how many of the history before the new message were kept (what a tighter fit could leave out).
+ * how many of the history before the new message were kept (what a tighter fit could leave out),
+ * and the most tokens the reply may have (`maxTokens`, lowered when the window leaves less).
  */
-export type FittedContext = { messages: ChatMessage[]; dropped: number; history: number };
+export type FittedContext = { messages: ChatMessage[]; dropped: number; history: number; maxTokens: number };
+
+/** The least room for a reply a call is made with: below it, the conversation does not fit. */
+export const MIN_REPLY_TOKENS = 16;
 
 /** Why even the least a call needs does not fit: the figures, for the error the client gets. */
 export class ContextOverflow extends Error {
@@ -18,7 +22,7 @@ export class ContextOverflow extends Error {
   ) {
     super(
       `This model's maximum context length is ${window} tokens. However, the least this request needs is about ${promptTokens} tokens of ` +
-        `prompt (the system prompt, the tools and the new message) and ${maxTokens} for the reply. Please shorten the message or lower max_tokens.`,
+        `prompt (the system prompt, the tools and the new message), leaving less than ${Math.min(MIN_REPLY_TOKENS, maxTokens)} for the reply. Please shorten the message.`,
     );
   }
 }
@@ -30,8 +34,9 @@ export class ContextOverflow extends Error {
  * followed it in this turn (the model's tool calls and their results), and room for `maxTokens`
  * of reply. Then as many of the most recent earlier messages as fit, newest first, a tool
  * exchange (an assistant's calls with their results) whole or not at all; the history kept
- * starts at a user message, as templates expect. Throws `ContextOverflow` when even the least
- * does not fit.
+ * starts at a user message, as templates expect. When the least a call needs leaves less than
+ * `maxTokens` (a client asking for more than the window holds), the reply gets what is left,
+ * without history; when that is under `MIN_REPLY_TOKENS`, throws `ContextOverflow`.
  */
 export function fitContext(
   messages: readonly ChatMessage[],
@@ -45,12 +50,16 @@ export function fitContext(
   const pinnedFrom = lastUser >= 0 ? lastUser : messages.length - 1;
   if (all + options.maxTokens <= options.window) {
     const history = messages.filter((message, index) => message.role !== 'system' && index < pinnedFrom).length;
-    return { messages: [...messages], dropped: 0, history };
+    return { messages: [...messages], dropped: 0, history, maxTokens: options.maxTokens };
   }
   const isPinned = (message: ChatMessage, index: number) => message.role === 'system' || index >= pinnedFrom;
   const pinned = messages.filter(isPinned);
   const least = tokens(estimatePromptTokens(pinned, options.tools));
-  if (least + options.maxTokens > options.window) throw new ContextOverflow(options.window, least, options.maxTokens);
+  if (least + options.maxTokens > options.window) {
+    const left = options.window - least;
+    if (left < Math.min(MIN_REPLY_TOKENS, options.maxTokens)) throw new ContextOverflow(options.window, least, options.maxTokens);
+    return { messages: pinned, dropped: messages.length - pinned.length, history: 0, maxTokens: left };
+  }
 
   const units = historyUnits(messages.slice(0, pinnedFrom));
   let room = options.window - options.maxTokens - least;
@@ -66,7 +75,7 @@ export function fitContext(
   const history = new Set(units.slice(kept).flat());
   const fitted = messages.filter((message, index) => isPinned(message, index) || history.has(message));
   const dropped = messages.length - fitted.length;
-  return { messages: fitted, dropped, history: history.size };
+  return { messages: fitted, dropped, history: history.size, maxTokens: options.maxTokens };
 }
 
 /** Whether the call fits even at a token a character (more than the estimate ever counts). */

@@ -68,6 +68,8 @@ export type LlmClientOptions = {
   maxConnections?: number;
   /** Attempts after the first for a call the server turned away busy, or that never reached it (`llm.max_retries`). */
   maxRetries?: number;
+  /** The most tokens a call asks for its reply, whatever the request asked (`llm.max_tokens_limit`). */
+  maxTokensLimit?: number;
   /** The model the side endpoints are asked about (Ollama's `/api/ps`, the tokenizer). */
   model?: string;
   /** What cannot be learnt, or should not be (`llm.context_window`, `llm.tool_call_parser`, `llm.alternate_roles`). */
@@ -106,6 +108,7 @@ export function createLlmClient(options: LlmClientOptions): LlmClient {
   const probeTimeoutMs = options.probeTimeoutMs ?? PROFILE_WAIT_MS;
   const model = options.model ?? 'default';
   const maxRetries = options.maxRetries ?? 2;
+  const maxTokensLimit = options.maxTokensLimit ?? Number.MAX_SAFE_INTEGER;
   let probed: { at: number; done: Promise<void> } | undefined;
 
   /** Asks the server what the profile needs, once (and again later while it has not told its window). */
@@ -122,7 +125,7 @@ export function createLlmClient(options: LlmClientOptions): LlmClient {
       await call.race(probe());
       const streaming = isStreaming(callOptions);
       for (let reshapes = 0; ; reshapes++) {
-        const prepared = prepare(request, profile, streaming);
+        const prepared = prepare(request, profile, streaming, maxTokensLimit);
         const text = JSON.stringify(prepared.body);
         callOptions.onRequestBody?.(text);
         const response = await sendWithRetries(() => http.post(chatPath, text, call.signal), { maxRetries, signal: call.signal });
@@ -134,7 +137,7 @@ export function createLlmClient(options: LlmClientOptions): LlmClient {
         const normalizer = new ReplyNormalizer({
           toolFormats: prepared.tools.length > 0 ? profile.toolFormats : [],
           startsInReasoning: profile.startsInReasoning,
-          maxChars: Math.max(1, request.max_tokens) * CHARS_PER_TOKEN_BOUND,
+          maxChars: Math.max(1, prepared.body.max_tokens ?? request.max_tokens) * CHARS_PER_TOKEN_BOUND,
           onContent: callOptions.onContent,
           onReasoning: callOptions.onReasoning,
           onToolCallDelta: callOptions.onToolCallDelta,
@@ -186,12 +189,14 @@ type PreparedCall = {
 
 /**
  * The body of a call as the server wants it: the tools described in the prompt when it parses
- * no tool calls, fitted into the context window (when known), shaped for the chat template;
- * usage asked for when streaming.
+ * no tool calls, its `max_tokens` within `maxTokensLimit` and what the window leaves, fitted
+ * into the context window (when known), shaped for the chat template; usage asked for when
+ * streaming.
  */
-function prepare(request: LlmRequest, profile: LlmServerProfile, streaming: boolean): PreparedCall {
+function prepare(request: LlmRequest, profile: LlmServerProfile, streaming: boolean, maxTokensLimit: number): PreparedCall {
   const tools = request.tools ?? [];
   const repairs: string[] = [];
+  let maxTokens = Math.min(request.max_tokens, maxTokensLimit);
   const native = tools.length > 0 && profile.nativeTools;
   let messages = request.messages;
   if (tools.length > 0 && !native) {
@@ -201,14 +206,16 @@ function prepare(request: LlmRequest, profile: LlmServerProfile, streaming: bool
   let droppable = false;
   const window = profile.contextWindow;
   if (window !== undefined) {
-    const fitted = fitContext(messages, { window, maxTokens: request.max_tokens, tools: native ? tools : undefined, scale: profile.tokenScale });
+    const fitted = fitContext(messages, { window, maxTokens, tools: native ? tools : undefined, scale: profile.tokenScale });
     if (fitted.dropped > 0) repairs.push(`context_fitted:${fitted.dropped}`);
     droppable = fitted.history > 0;
     messages = fitted.messages;
+    maxTokens = fitted.maxTokens;
   }
+  if (maxTokens < request.max_tokens) repairs.push(`max_tokens_lowered:${maxTokens}`);
   const shaped = shapeForTemplate(messages, profile.templateRules);
   if (shaped.length !== messages.length) repairs.push('messages_shaped');
-  const body: PreparedCall['body'] = { model: request.model, messages: shaped, temperature: request.temperature, max_tokens: request.max_tokens };
+  const body: PreparedCall['body'] = { model: request.model, messages: shaped, temperature: request.temperature, max_tokens: maxTokens };
   if (native) body.tools = tools;
   if (streaming) Object.assign(body, { stream: true, stream_options: { include_usage: true } });
   return { body, tools, droppable, repairs };

@@ -277,3 +277,26 @@ describe('the LLM client behind a proxy that hides where the server tells its wi
     });
   }
 });
+
+describe('the LLM client given a max_tokens beyond reason', () => {
+  it('asks the server for no more than the limit and what the window leaves after the prompt', async () => {
+    const llm = await startReplayLlm({ server: 'vllm', setup: { contextWindow: 4096 } });
+    const client = createLlmClient({ baseUrl: llm.url, apiKey: 'EMPTY', timeoutMs: 5000, maxTokensLimit: 2000 });
+    const unbounded = createLlmClient({ baseUrl: llm.url, apiKey: 'EMPTY', timeoutMs: 5000 });
+    try {
+      const limited = await client.generate(ask('Write a lot', { max_tokens: 1e15 }));
+      expect(limited.content).to.equal('Echo: Write a lot');
+      expect(chatBodies(llm).at(-1)).to.include({ max_tokens: 2000 });
+      expect(limited.repairs).to.include('max_tokens_lowered:2000');
+      // Without a limit, the window bounds it: the server would refuse prompt + max_tokens over 4096.
+      const windowed = await unbounded.generate(ask('Write a lot', { max_tokens: 1e15 }));
+      expect(windowed.content).to.equal('Echo: Write a lot');
+      const sent = (chatBodies(llm).at(-1) as unknown as { max_tokens: number }).max_tokens;
+      expect(sent).to.be.greaterThan(3900).and.at.most(4096);
+    } finally {
+      await client.close();
+      await unbounded.close();
+      await llm.close();
+    }
+  });
+});

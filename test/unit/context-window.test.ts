@@ -72,7 +72,19 @@ describe('fitContext', () => {
     expect(doubled.messages.length).to.be.lessThan(plain.messages.length);
   });
 
-  it('refuses when the system prompt, tools, new message and reply cannot fit, naming the figures', () => {
+  it('gives the reply what the window leaves, without history, when max_tokens asks for more than it holds', () => {
+    const messages = [system, ...history, latest];
+    const fitted = fitContext(messages, { window: 4096, maxTokens: 1e15, scale: 1 });
+    expect(fitted.messages).to.deep.equal([system, latest]);
+    expect(fitted.maxTokens).to.equal(4096 - estimatePromptTokens([system, latest]));
+    expect(fitFor(1000).maxTokens).to.equal(1000);
+
+    function fitFor(maxTokens: number) {
+      return fitContext(messages, { window: 100_000, maxTokens, scale: 1 });
+    }
+  });
+
+  it('refuses when the system prompt, tools and new message leave less than a short reply, naming the figures', () => {
     const long = user(words(3000));
     let error: unknown;
     try {
