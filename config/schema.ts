@@ -75,6 +75,8 @@ export type ConfigValues = {
     public_url: string;
     workers: number;
     shutdown_timeout_ms: number;
+    keep_alive_timeout_ms: number;
+    headers_timeout_ms: number;
   };
   llm: {
     base_url: string;
@@ -107,7 +109,7 @@ export type ConfigValues = {
   state: { graph_path: string; max_tool_rounds: number; max_handoffs: number };
   sessions: { cache_size: number; idle_ms: number; turn_wait_ms: number; write_wait_ms: number; lease_ms: number };
   limits: { requests_per_minute: number; burst: number; concurrent_requests: number };
-  metrics: { enabled: boolean };
+  metrics: { enabled: boolean; token: string };
   inspect: { page: boolean; websocket_url: string; recent_sessions: number; recent_calls_per_session: number; recent_calls: number; store_calls: boolean };
   log: { level: string; format: 'text' | 'json' };
   tools: {
@@ -176,6 +178,18 @@ export const configSchema: convict.Schema<ConfigValues> = {
       format: 'positive-int',
       default: 30_000,
       env: 'APP_SHUTDOWN_TIMEOUT_MS',
+    },
+    keep_alive_timeout_ms: {
+      doc: "How long an idle kept-alive client connection stays open, in ms. Keep it longer than any proxy or load balancer in front keeps its idle connections to the service (nginx upstream keepalive_timeout 60 s, AWS ALB 60 s), or a request sent as the service closes the connection fails; Node's own default is 5 s.",
+      format: 'positive-int',
+      default: 65_000,
+      env: 'APP_KEEP_ALIVE_TIMEOUT_MS',
+    },
+    headers_timeout_ms: {
+      doc: "How long a request's headers may take to arrive, in ms; must exceed app.keep_alive_timeout_ms.",
+      format: 'positive-int',
+      default: 66_000,
+      env: 'APP_HEADERS_TIMEOUT_MS',
     },
   },
   llm: {
@@ -310,7 +324,19 @@ export const configSchema: convict.Schema<ConfigValues> = {
     },
   },
   metrics: {
-    enabled: { doc: 'Serve Prometheus metrics at /metrics (behind the API key when keys are set).', format: Boolean, default: true, env: 'METRICS_ENABLED' },
+    enabled: {
+      doc: 'Serve Prometheus metrics at /metrics (with API keys set, for the metrics token or an admin key; without, for clients on this machine only).',
+      format: Boolean,
+      default: true,
+      env: 'METRICS_ENABLED',
+    },
+    token: {
+      doc: 'With API keys set, a bearer token for Prometheus that opens /metrics and nothing else (an admin key, bound to no user, opens it too; a key bound to a user does not). Without API keys it is not read.',
+      format: String,
+      default: '',
+      env: 'METRICS_TOKEN',
+      sensitive: true,
+    },
   },
   inspect: {
     page: { doc: 'Serve the session inspector page at /inspect (behind the API key when keys are set).', format: Boolean, default: true, env: 'INSPECT_PAGE' },
@@ -392,7 +418,7 @@ export const configSchema: convict.Schema<ConfigValues> = {
   },
   auth: {
     api_keys: {
-      doc: 'API keys, comma-separated; an entry KEY:user_id binds the key to that user. Empty: local mode (chat, /health and /auth/idp need no key; the agent endpoints are closed).',
+      doc: "API keys, comma-separated; an entry KEY:user_id binds the key to that user, and a key bound to no user is an admin key (acts as any user, reads /metrics and every user's usage). Empty: local mode (chat, /health and /auth/idp need no key; the agent endpoints are closed).",
       format: String,
       default: '',
       env: 'API_KEYS',

@@ -3,11 +3,26 @@ import type { RequestHandler, Response } from 'express';
 import { ConfigError } from '../config/load-config.js';
 import { ServiceError } from '../runtime/service-error.js';
 
-/** Who made a request: the key it presented (by a short id of its hash) and the user the key is bound to, if any. */
-export type Caller = { keyId: string; userId?: string };
+/**
+ * What a credential may do: `user`, a key bound to a user (acts as that user only); `admin`, a
+ * key bound to no user (acts as any user, reads /metrics and every user's usage); `metrics`,
+ * the metrics token (`metrics.token`), which reads /metrics and nothing else.
+ */
+export type CallerRole = 'user' | 'admin' | 'metrics';
 
-/** One configured key, kept only as its SHA-256 hash. */
-type StoredKey = { hash: Buffer; keyId: string; userId?: string };
+/** Who made a request: the key it presented (by a short id of its hash), what it may do, and the user the key is bound to, if any. */
+export type Caller = { keyId: string; role: CallerRole; userId?: string };
+
+/** One configured credential, kept only as its SHA-256 hash. */
+type StoredKey = { hash: Buffer; keyId: string; role: CallerRole; userId?: string };
+
+/** What the API key middleware is built from. */
+export type ApiKeySettings = {
+  /** `auth.api_keys`: `KEY` / `KEY:user_id` entries, comma-separated; empty for local mode. */
+  apiKeys: string;
+  /** `metrics.token`: Prometheus's bearer token for /metrics (read only when API keys are set); empty for none. */
+  metricsToken?: string;
+};
 
 /** The API key middleware built from `auth.api_keys`. */
 export type ApiKeyGuard = {
@@ -16,7 +31,9 @@ export type ApiKeyGuard = {
   /**
    * Runs on every request: resolves `res.locals.caller` from `Authorization: Bearer <key>`.
    * With keys configured every route but the browser legs of the OAuth login needs a valid
-   * key; in local mode no key is read (any placeholder key passes).
+   * key, /metrics an operator's credential (the metrics token or an admin key: a user's key
+   * is 403), and the metrics token opens nothing else (403). In local mode no key is read
+   * (any placeholder key passes).
    */
   authenticate: RequestHandler;
   /** Guards routes that always need a key (the agent endpoints), even in local mode. */
@@ -25,6 +42,9 @@ export type ApiKeyGuard = {
 
 /** Opened in a browser and protected by state + cookie: never asks for a key. */
 const BROWSER_ROUTES = /^\/auth\/[^/]+\/(login|callback)\/?$/i;
+
+/** What the operator reads, not the users: every user's figures. Spelt as Express matches routes (any case, a trailing slash). */
+const OPERATOR_ROUTES = /^\/metrics\/?$/i;
 
 /** Parses `KEY` / `KEY:user_id` entries, comma-separated; throws a ConfigError for a bad entry. */
 export function parseApiKeys(value: string): Array<{ key: string; userId?: string }> {
@@ -44,13 +64,28 @@ export function parseApiKeys(value: string): Array<{ key: string; userId?: strin
   return entries;
 }
 
-/** Builds the API key middleware from `auth.api_keys`; the keys themselves are not kept. */
-export function createApiKeyGuard(apiKeys: string): ApiKeyGuard {
-  const keys: StoredKey[] = parseApiKeys(apiKeys).map(({ key, userId }) => {
+/**
+ * Builds the API key middleware from `auth.api_keys` and `metrics.token`; the keys themselves
+ * are not kept. Throws a ConfigError for a metrics token that is also an API key, or that
+ * could not be sent as a bearer token.
+ */
+export function createApiKeyGuard(settings: ApiKeySettings): ApiKeyGuard {
+  const entries = parseApiKeys(settings.apiKeys);
+  const keys: StoredKey[] = entries.map(({ key, userId }) => {
     const hash = sha256(key);
-    return { hash, keyId: `key_${hash.toString('hex').slice(0, 8)}`, ...(userId !== undefined ? { userId } : {}) };
+    const keyId = `key_${hash.toString('hex').slice(0, 8)}`;
+    return userId !== undefined ? { hash, keyId, role: 'user', userId } : { hash, keyId, role: 'admin' };
   });
   const enabled = keys.length > 0;
+  const metricsToken = settings.metricsToken ?? '';
+  // Without API keys nothing is read: /metrics answers this machine only, token or not.
+  if (enabled && metricsToken !== '') {
+    if (!/^\S+$/.test(metricsToken)) throw new ConfigError('metrics.token (METRICS_TOKEN) must not contain spaces: it is sent as Authorization: Bearer <token>');
+    if (entries.some(({ key }) => key === metricsToken)) {
+      throw new ConfigError('metrics.token (METRICS_TOKEN) is also an entry of auth.api_keys (API_KEYS): give Prometheus a token of its own');
+    }
+    keys.push({ hash: sha256(metricsToken), keyId: 'metrics_token', role: 'metrics' });
+  }
 
   const find = (presented: string): StoredKey | undefined => {
     const hash = sha256(presented);
@@ -70,7 +105,18 @@ export function createApiKeyGuard(apiKeys: string): ApiKeyGuard {
     }
     const key = find(presented);
     if (!key) throw new ServiceError('INVALID_API_KEY', 'Incorrect API key provided.');
-    res.locals.caller = { keyId: key.keyId, ...(key.userId !== undefined ? { userId: key.userId } : {}) } satisfies Caller;
+    // The path from the app's root: this also runs inside routers mounted on a path (/inspect).
+    const isOperatorRoute = OPERATOR_ROUTES.test(req.baseUrl + req.path);
+    if (key.role === 'metrics' && !isOperatorRoute) {
+      throw new ServiceError('FORBIDDEN', 'The metrics token (METRICS_TOKEN) opens /metrics only: use an API key here.');
+    }
+    if (key.role === 'user' && isOperatorRoute) {
+      throw new ServiceError(
+        'FORBIDDEN',
+        "/metrics shows every user's figures: it needs the metrics token (METRICS_TOKEN) or an admin key (an API_KEYS entry bound to no user), not a key bound to a user.",
+      );
+    }
+    res.locals.caller = { keyId: key.keyId, role: key.role, ...(key.userId !== undefined ? { userId: key.userId } : {}) } satisfies Caller;
     next();
   };
 
@@ -88,6 +134,11 @@ export function createApiKeyGuard(apiKeys: string): ApiKeyGuard {
 /** The caller resolved by the API key middleware, if any. */
 export function callerOf(res: Response): Caller | undefined {
   return res.locals.caller as Caller | undefined;
+}
+
+/** True when the request came with an admin key (an API key bound to no user). */
+export function isAdminCaller(res: Response): boolean {
+  return callerOf(res)?.role === 'admin';
 }
 
 /**

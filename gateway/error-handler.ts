@@ -55,7 +55,7 @@ export function createErrorHandler(logger: Logger): ErrorRequestHandler {
     const serviceError = toServiceError(error);
     if (serviceError.status >= 500 && !UNLOGGED_CODES.has(serviceError.code)) {
       const cause = serviceError.cause instanceof Error ? serviceError.cause : serviceError;
-      logger.error(`request failed: ${cause.message}`, { requestId: res.locals.requestId, path: req.path, stack: cause.stack });
+      logger.error(`request failed: ${cause.message}`, { requestId: res.locals.requestId, path: req.originalUrl.split('?', 1)[0], stack: cause.stack });
     }
     if (res.headersSent) {
       res.end();

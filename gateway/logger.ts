@@ -22,8 +22,8 @@ export function createLogger(settings: LogSettings, label?: string): winston.Log
 /**
  * How an entry becomes its line. A line about a session whose turn runs for a request carries
  * that request's ids (gateway/request-context.ts); what the entry names itself wins.
- * - text: `<time> <level> [<label>] <message> {"requestId":…,"sessionId":…,"userId":…,…}`, the stack on the lines below;
- * - json: `{"timestamp","level","message","process","requestId","sessionId","userId",…,"stack"}` on one line.
+ * - text: `<time> <level> [<label>] <message> {"requestId":…,"clientRequestId":…,"sessionId":…,"userId":…,…}`, the stack on the lines below;
+ * - json: `{"timestamp","level","message","process","requestId","clientRequestId","sessionId","userId",…,"stack"}` on one line.
  */
 export function logLineFormat(format: LogFormat, label?: string): winston.Logform.Format {
   const line = format === 'json' ? jsonLine : textLine;
@@ -41,6 +41,7 @@ const requestIds = winston.format((info) => {
   if (!context || (info.requestId !== undefined && info.requestId !== context.requestId)) return info;
   if (info.userId !== undefined && info.userId !== context.userId) return info;
   info.requestId = context.requestId;
+  if (context.clientRequestId !== undefined) info.clientRequestId ??= context.clientRequestId;
   if (context.userId !== undefined) info.userId ??= context.userId;
   return info;
 });
@@ -49,9 +50,10 @@ const requestIds = winston.format((info) => {
 type Entry = { timestamp: unknown; level: string; message: unknown; stack: unknown; details: Record<string, unknown> };
 
 function entryOf(info: winston.Logform.TransformableInfo): Entry {
-  const { timestamp, level, message, stack, requestId, sessionId, userId, ...rest } = info;
+  const { timestamp, level, message, stack, requestId, clientRequestId, sessionId, userId, ...rest } = info;
   const details: Record<string, unknown> = {};
   if (requestId !== undefined) details.requestId = requestId;
+  if (clientRequestId !== undefined) details.clientRequestId = clientRequestId;
   if (sessionId !== undefined) details.sessionId = sessionId;
   if (userId !== undefined) details.userId = userId;
   return { timestamp, level, message, stack, details: Object.assign(details, rest) };

@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo, ListenOptions } from 'node:net';
 import type { Logger } from 'winston';
-import type { AppConfig } from '../config/load-config.js';
+import { ConfigError, type AppConfig } from '../config/load-config.js';
 import { loadGraph } from '../config/load-graph.js';
 import { formatWarning } from '../machines/index.js';
 import { DurableWriter } from '../runtime/sessions/durable-writer.js';
@@ -28,9 +28,10 @@ import { createApiKeyGuard } from './api-keys.js';
 import { createApp } from './app.js';
 import { answerClientErrors } from './client-errors.js';
 import { acceptHandedConnections } from './connection-handoff.js';
-import { drainServer } from './drain-server.js';
+import { drainServer, watchConnections } from './drain-server.js';
 import { createInspectRoutes } from './inspect-routes.js';
 import { RequestSupervisor } from './request-supervisor.js';
+import { toolServersLine } from './start-line.js';
 import { StartupWork } from './startup-work.js';
 import { createUsageRouter } from './usage-route.js';
 import { createUsageLimiter } from './usage-limits.js';
@@ -69,9 +70,13 @@ export type ServiceOptions = { handedConnections?: { publicPort: number } };
 
 /** The composition root: opens storage, builds the runtime and the app, and listens. */
 export async function startService(config: AppConfig, logger: Logger, options: ServiceOptions = {}): Promise<RunningService> {
+  const timeouts = httpTimeoutsOf(config);
   const { graph, warnings: graphWarnings } = loadGraph(config.state.graph_path);
   for (const warning of graphWarnings) logger.warn(`state graph ${config.state.graph_path}: ${formatWarning(warning).trim()}`);
-  const apiKeys = createApiKeyGuard(config.auth.api_keys);
+  const apiKeys = createApiKeyGuard({ apiKeys: config.auth.api_keys, metricsToken: config.metrics.token });
+  if (config.metrics.token && !apiKeys.enabled) {
+    logger.warn('metrics.token (METRICS_TOKEN) is set but no API keys are (API_KEYS): the token is not read, and /metrics answers clients on this machine only');
+  }
   // Checked before anything opens; it connects once the service listens.
   const inspector = config.inspect.websocket_url
     ? createXStateInspector({
@@ -134,6 +139,15 @@ export async function startService(config: AppConfig, logger: Logger, options: S
   // Connects every tool server in parallel, each within its time-out, while the service starts
   // listening; failures retry in the background. A turn waits for these first attempts.
   startup.add('mcp_servers', tools.start());
+  if (Object.keys(config.mcp_servers).length > 0) {
+    // One count for the log and /health: the registry's status, not each server's raw list.
+    void tools.start().then(() => {
+      if (stopStartup.signal.aborted) return;
+      const status = tools.status();
+      const servers = Object.fromEntries(Object.entries(status).map(([name, server]) => [name, { status: server.status, tools: server.tools }]));
+      logger.info(toolServersLine(status), { servers });
+    });
+  }
   const llm = createLlmClient({
     baseUrl: config.llm.base_url,
     apiKey: config.llm.api_key,
@@ -251,7 +265,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
         exportDir: config.agents.export_dir,
       },
     }),
-    usageRouter: createUsageRouter({ sessions: stores.sessions, requireKey: apiKeys.requireKey, defaultUserId: config.memory.user_id }),
+    usageRouter: createUsageRouter({ sessions: stores.sessions, requireKey: apiKeys.requireKey }),
     bodyLimit: config.app.body_limit,
     maxMessages: config.app.max_messages,
     limiter,
@@ -284,7 +298,10 @@ export async function startService(config: AppConfig, logger: Logger, options: S
   });
   const handedOver = options.handedConnections;
   // A worker's own port is on loopback, only so that Node tracks the connections it is handed.
-  const server = handedOver ? await listen(app, { port: 0, host: '127.0.0.1', exclusive: true }) : await listen(app, { port: config.app.port, host: config.app.host });
+  const server = handedOver
+    ? await listen(app, { port: 0, host: '127.0.0.1', exclusive: true }, timeouts)
+    : await listen(app, { port: config.app.port, host: config.app.host }, timeouts);
+  const watched = watchConnections(server);
   const handed = handedOver ? acceptHandedConnections(server) : undefined;
   port = handedOver ? handedOver.publicPort : (server.address() as AddressInfo).port;
   inspector?.start();
@@ -297,7 +314,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     (closing ??= (async () => {
       inspectRoutes.close();
       // Background responses get the same time to end as requests; those still running then are stored as failed.
-      const [{ forced }] = await Promise.all([drainServer(server, config.app.shutdown_timeout_ms, handed), backgroundRuns.stop(config.app.shutdown_timeout_ms)]);
+      const [{ forced }] = await Promise.all([drainServer(server, config.app.shutdown_timeout_ms, { handed, watched }), backgroundRuns.stop(config.app.shutdown_timeout_ms)]);
       if (forced) logger.warn(`requests still running after ${config.app.shutdown_timeout_ms} ms were cut; their turns are cancelled and stored`);
       // Cut requests cancel their turns; each still stores how it ended.
       await supervisor.stop(CANCELLED_TURNS_WAIT_MS);
@@ -391,9 +408,29 @@ async function createMemory(
   );
 }
 
-function listen(app: ReturnType<typeof createApp>, where: ListenOptions): Promise<Server> {
+/** The HTTP server's time-outs, in ms (`app.keep_alive_timeout_ms`, `app.headers_timeout_ms`). */
+type HttpTimeouts = { keepAliveMs: number; headersMs: number };
+
+function httpTimeoutsOf(config: AppConfig): HttpTimeouts {
+  const { keep_alive_timeout_ms: keepAliveMs, headers_timeout_ms: headersMs } = config.app;
+  // Node's advice: a request's headers may take longer than a connection may idle.
+  if (headersMs <= keepAliveMs) {
+    throw new ConfigError(`app.headers_timeout_ms (${headersMs}) must exceed app.keep_alive_timeout_ms (${keepAliveMs})`);
+  }
+  return { keepAliveMs, headersMs };
+}
+
+/**
+ * The HTTP server of the app, listening. A cluster worker's serves the connections the primary
+ * hands it (gateway/connection-handoff.ts) with these same time-outs.
+ */
+function listen(app: ReturnType<typeof createApp>, where: ListenOptions, timeouts: HttpTimeouts): Promise<Server> {
   return new Promise((resolve, reject) => {
     const server = app.listen(where);
+    // Node closes idle connections after 5 s, sooner than clients and proxies stop reusing
+    // theirs: one that sends a request as the service closes gets a reset ("fetch failed").
+    server.keepAliveTimeout = timeouts.keepAliveMs;
+    server.headersTimeout = timeouts.headersMs;
     answerClientErrors(server);
     server.once('listening', () => resolve(server));
     server.once('error', reject);

@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net';
+import type { ToolServerStatus } from '../runtime/tools/tool-runner.js';
 
 /** What the line a service prints once it listens says. */
 export type StartFacts = {
@@ -27,4 +28,14 @@ export function startLine(facts: StartFacts): string {
     ? '; local mode (no API_KEYS): /inspect and /metrics answer clients on this machine only'
     : '; API keys required';
   return `${serving} ${where}${scope}, OpenAI base URL http://${local}:${port}/v1, LLM server ${facts.llmBaseUrl}, database ${facts.database}${mode}`;
+}
+
+/**
+ * The line written once the tool servers' first connections are done: each server's status and
+ * the tools it offers, from the registry's `status()` as /health reads it (a tool that only
+ * runs as a task is listed by its server but not offered, so not counted).
+ */
+export function toolServersLine(status: Record<string, ToolServerStatus>): string {
+  const servers = Object.entries(status).map(([name, server]) => `${name} ${server.status}, ${server.tools} ${server.tools === 1 ? 'tool' : 'tools'}`);
+  return `tool servers: ${servers.join('; ')}`;
 }

@@ -124,7 +124,8 @@ export class ServerSlot {
         this.failures = 0;
         this.status = 'connected';
       }
-      this.options.logger?.info(`tool server ${this.name} ready with ${this.tools.length} tools`, { server: this.name, tools: this.tools.length });
+      // How many of its tools are offered is the registry's to say (the line once every server is up, and /health).
+      this.options.logger?.info(`tool server ${this.name} ready`, { server: this.name });
     } catch (error) {
       if (this.closing.signal.aborted) return;
       this.failures += 1;

@@ -94,10 +94,10 @@ describe('GET /metrics', () => {
     });
   });
 
-  describe('with API_KEYS', () => {
+  describe('with API_KEYS and METRICS_TOKEN', () => {
     let harness: TestService;
     before(async () => {
-      harness = await startTestService({ env: { API_KEYS: 'scrape-key' } });
+      harness = await startTestService({ env: { API_KEYS: 'admin-key, alice-key:alice', METRICS_TOKEN: 'prometheus-token' } });
     });
     after(async () => harness?.close());
 
@@ -106,7 +106,39 @@ describe('GET /metrics', () => {
       await expectError(await fetch(`${harness.service.url}/metrics`, { headers: { Authorization: 'Bearer wrong-key' } }), 401, 'authentication_error', 'invalid_api_key');
     });
 
-    it('serves a scrape with the bearer token', async () => {
+    it('serves a scrape with the metrics token', async () => {
+      const samples = await scrape(harness, { Authorization: 'Bearer prometheus-token' });
+      expect(sampleValue(samples, 'live_sessions')).to.equal(0);
+    });
+
+    it('serves a scrape with an admin key (bound to no user)', async () => {
+      const samples = await scrape(harness, { Authorization: 'Bearer admin-key' });
+      expect(sampleValue(samples, 'live_sessions')).to.equal(0);
+    });
+
+    it('refuses a scrape with a key bound to a user (403), however the path is spelt', async () => {
+      for (const path of ['/metrics', '/metrics/', '/METRICS']) {
+        await expectError(await fetch(`${harness.service.url}${path}`, { headers: { Authorization: 'Bearer alice-key' } }), 403, 'permission_error', 'forbidden');
+      }
+    });
+
+    it('refuses the metrics token on every other route (403)', async () => {
+      const headers = { Authorization: 'Bearer prometheus-token', 'Content-Type': 'application/json' };
+      const chat = await fetch(`${harness.baseURL}/chat/completions`, { method: 'POST', headers, body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }] }) });
+      await expectError(chat, 403, 'permission_error', 'forbidden');
+      await expectError(await fetch(`${harness.baseURL}/usage`, { headers }), 403, 'permission_error', 'forbidden');
+      await expectError(await fetch(`${harness.service.url}/inspect/sessions`, { headers }), 403, 'permission_error', 'forbidden');
+    });
+  });
+
+  describe('with API_KEYS and no METRICS_TOKEN', () => {
+    let harness: TestService;
+    before(async () => {
+      harness = await startTestService({ env: { API_KEYS: 'scrape-key' } });
+    });
+    after(async () => harness?.close());
+
+    it('serves a scrape with an admin key, as before the metrics token existed', async () => {
       const samples = await scrape(harness, { Authorization: 'Bearer scrape-key' });
       expect(sampleValue(samples, 'live_sessions')).to.equal(0);
     });

@@ -74,6 +74,17 @@ mcp_servers:
     expect(config.log.level).to.equal('debug');
   });
 
+  it('keeps idle connections 65 s and waits 66 s for headers unless told otherwise, longer than a proxy\'s 60 s', () => {
+    expect(loadConfig({}).app).to.include({ keep_alive_timeout_ms: 65_000, headers_timeout_ms: 66_000 });
+    expect(loadConfig({ APP_KEEP_ALIVE_TIMEOUT_MS: '90000', APP_HEADERS_TIMEOUT_MS: '91000' }).app).to.include({ keep_alive_timeout_ms: 90_000, headers_timeout_ms: 91_000 });
+    expect(loadError({ APP_KEEP_ALIVE_TIMEOUT_MS: '0' }).message).to.match(/^app\.keep_alive_timeout_ms: /);
+  });
+
+  it('reads the metrics token from METRICS_TOKEN, empty by default', () => {
+    expect(loadConfig({}).metrics.token).to.equal('');
+    expect(loadConfig({ METRICS_TOKEN: 'prometheus-token' }).metrics.token).to.equal('prometheus-token');
+  });
+
   it('takes PORT when APP_PORT is not set, and APP_PORT over PORT', () => {
     expect(loadConfig({ PORT: '4000' }).app.port).to.equal(4000);
     expect(loadConfig({ PORT: '4000', APP_PORT: '5000' }).app.port).to.equal(5000);

@@ -71,6 +71,16 @@ describe('log lines (gateway/logger)', () => {
     closeRequestContext(context);
   });
 
+  it('puts the client\'s X-Request-ID beside the service\'s request id on a line about the session', () => {
+    const context = openRequestContext('req_4', 'client-trace-4');
+    noteRequestIds('req_4', { sessionId: 'session-4', userId: 'ada' });
+    const line = jsonOf({ message: 'tool a/b ok', sessionId: 'session-4', durationMs: 4 });
+    expect(Object.keys(line)).to.deep.equal(['timestamp', 'level', 'message', 'requestId', 'clientRequestId', 'sessionId', 'userId', 'durationMs']);
+    expect(line).to.include({ requestId: 'req_4', clientRequestId: 'client-trace-4' });
+    releaseSession('session-4', 'req_4');
+    closeRequestContext(context);
+  });
+
   it('keeps the ids a line names itself: another request or user than the turn\'s, and lines about no session get none', () => {
     const context = openRequestContext('req-3');
     noteRequestIds('req-3', { sessionId: 'mine', userId: 'ada' });
