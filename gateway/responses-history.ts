@@ -2,7 +2,6 @@ import type { ChatMessage } from '../runtime/chat-types.js';
 import type { ResponseRecord, ResponseStore, SessionStore } from '../runtime/ports.js';
 import { ServiceError } from '../runtime/service-error.js';
 import type { Supervisor } from '../runtime/sessions/supervisor.js';
-import { databaseCall } from '../storage/response-repository.js';
 import { liveConversation } from './conversation-lookup.js';
 import { conversationIdOf, itemsAsMessages, type InputItem, type ResponsesRequest } from './responses-request.js';
 
@@ -62,7 +61,7 @@ export async function continuationOf(deps: ContinuationDeps, userId: string, pre
  */
 export async function conversationContinuation(deps: ContinuationDeps, userId: string, conversationId: string): Promise<Continuation> {
   // The sessions store answers an outage with its driver's error: here it is the 503 every Responses route answers.
-  const session = await databaseCall(liveConversation(deps.sessions, userId, conversationId, 'conversation'));
+  const session = await liveConversation(deps.sessions, userId, conversationId, 'conversation');
   const newest = session.historyHash === null ? undefined : await deps.responses.newestEndingAt(session.sessionId, session.historyHash);
   return { sessionHint: session.sessionId, history: [], previousResponseId: newest ?? null };
 }

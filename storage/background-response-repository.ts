@@ -2,7 +2,7 @@ import { sql, type Kysely } from 'kysely';
 import type { BackgroundResponseStore, StoredResponseEvent } from '../runtime/ports.js';
 import type { DatabaseSchema } from './database-schema.js';
 import { toJsonText } from '../runtime/json-text.js';
-import { databaseCalls } from './response-repository.js';
+import { databaseCalls } from './database-calls.js';
 import { RESPONSE_BODY_DEFAULTS_JSON } from './stored-response-body.js';
 
 /** Events as the column arrays `unnest` makes rows of again: (sequence, type, data). */

@@ -3,10 +3,11 @@ import type { CallRecord, CallStore, NewCallRecord } from '../runtime/ports.js';
 import type { DatabaseSchema, SessionCallsTable } from './database-schema.js';
 import { toJsonText } from '../runtime/json-text.js';
 import { rowLimit } from './row-limit.js';
+import { databaseCalls } from './database-calls.js';
 
 /** The `session_calls` table behind the runtime's CallStore port (`inspect.store_calls`). */
 export function createCallRepository(db: Kysely<DatabaseSchema>): CallStore {
-  return {
+  return databaseCalls<CallStore>({
     async append(records: NewCallRecord[]): Promise<void> {
       if (records.length === 0) return;
       await db.insertInto('session_calls').values(records.map(toRow)).execute();
@@ -25,7 +26,7 @@ export function createCallRepository(db: Kysely<DatabaseSchema>): CallStore {
       const result = await db.deleteFrom('session_calls').where('session_id', '=', sessionId).executeTakeFirst();
       return Number(result.numDeletedRows);
     },
-  };
+  });
 }
 
 /** A NUL character, which PostgreSQL's jsonb refuses even escaped. */

@@ -5,6 +5,7 @@ import type { ConversationsTable, DatabaseSchema } from './database-schema.js';
 import { GroupCommit } from './group-commit.js';
 import { hotStatement } from './prepared-statements.js';
 import { rowLimit } from './row-limit.js';
+import { databaseCalls } from './database-calls.js';
 
 /**
  * An insert of conversation rows given as four arrays (`recordColumns`) in the parameters
@@ -45,7 +46,7 @@ export function createConversationRepository(db: Kysely<DatabaseSchema>): Conver
     let next = 0;
     return batches.map((batch) => stored.slice(next, (next += batch.length)));
   });
-  return {
+  return databaseCalls<ConversationStore>({
     async append(records: NewConversationRecord[]): Promise<ConversationRecord[]> {
       if (records.length === 0) return [];
       return appends.run(records);
@@ -102,7 +103,7 @@ export function createConversationRepository(db: Kysely<DatabaseSchema>): Conver
       const result = await db.deleteFrom('conversations').where('session_id', '=', sessionId).executeTakeFirst();
       return Number(result.numDeletedRows);
     },
-  };
+  });
 }
 
 function toRecord(row: Selectable<ConversationsTable>): ConversationRecord {

@@ -2,6 +2,7 @@ import { sql, type Kysely } from 'kysely';
 import type { EmbedderRecord, EmbedderRecordStore } from '../runtime/ports.js';
 import type { DatabaseSchema } from './database-schema.js';
 import { vectorText } from './memory-repository.js';
+import { databaseCalls } from './database-calls.js';
 
 /** The one-row `memory_embedder` table behind the runtime's EmbedderRecordStore port. */
 export function createEmbedderRecordRepository(db: Kysely<DatabaseSchema>): EmbedderRecordStore {
@@ -10,7 +11,7 @@ export function createEmbedderRecordRepository(db: Kysely<DatabaseSchema>): Embe
     return row && toRecord(row);
   }
 
-  return {
+  return databaseCalls<EmbedderRecordStore>({
     get,
 
     async record(embedder: EmbedderRecord): Promise<EmbedderRecord> {
@@ -22,7 +23,7 @@ export function createEmbedderRecordRepository(db: Kysely<DatabaseSchema>): Embe
       if (!recorded) throw new Error('the memory embedder record vanished while it was being read');
       return recorded;
     },
-  };
+  });
 }
 
 /** Writes the one row (`onlyWithoutMemories`: an embedder already recorded stays while memories exist); returns it, or undefined when it stayed. */

@@ -4,6 +4,7 @@ import { toSql } from 'pgvector';
 import type { MemoryEntry, VectorMemoryStore } from '../runtime/ports.js';
 import type { DatabaseSchema } from './database-schema.js';
 import { rowLimit } from './row-limit.js';
+import { databaseCalls } from './database-calls.js';
 
 /**
  * Up to this many memories, a user's search measures every one of them (found through the
@@ -75,7 +76,7 @@ export function createMemoryRepository(db: Kysely<DatabaseSchema>, options: Memo
     return rows.map(toFoundEntry);
   }
 
-  return {
+  return databaseCalls<VectorMemoryStore>({
     async add(entries): Promise<MemoryEntry[]> {
       if (entries.length === 0) return [];
       const rows = await db
@@ -125,7 +126,7 @@ export function createMemoryRepository(db: Kysely<DatabaseSchema>, options: Memo
       options.onWrite?.(deleted);
       return deleted;
     },
-  };
+  });
 }
 
 /**

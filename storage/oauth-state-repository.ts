@@ -1,10 +1,11 @@
 import type { Kysely, Selectable } from 'kysely';
 import type { OAuthStateRecord, OAuthStateStore } from '../runtime/ports.js';
 import type { DatabaseSchema, OAuthStatesTable } from './database-schema.js';
+import { databaseCalls } from './database-calls.js';
 
 /** The oauth_states table behind the OAuthStateStore port: each state is taken once. */
 export function createOAuthStateRepository(db: Kysely<DatabaseSchema>): OAuthStateStore {
-  return {
+  return databaseCalls<OAuthStateStore>({
     async create(record: Omit<OAuthStateRecord, 'createdAt'>): Promise<void> {
       await db
         .insertInto('oauth_states')
@@ -31,7 +32,7 @@ export function createOAuthStateRepository(db: Kysely<DatabaseSchema>): OAuthSta
       const result = await db.deleteFrom('oauth_states').where('expires_at', '<=', now).executeTakeFirst();
       return Number(result.numDeletedRows);
     },
-  };
+  });
 }
 
 function toRecord(row: Selectable<OAuthStatesTable>): OAuthStateRecord {

@@ -1,8 +1,8 @@
 import { CompiledQuery, type Kysely, type Selectable } from 'kysely';
 import { GroupCommit } from './group-commit.js';
 import { hotStatement } from './prepared-statements.js';
-import { isDataError, type ResponseEnd, type ResponseRecord, type ResponseStore } from '../runtime/ports.js';
-import { databaseUnavailable, isServiceError } from '../runtime/service-error.js';
+import type { ResponseEnd, ResponseRecord, ResponseStore } from '../runtime/ports.js';
+import { databaseCalls } from './database-calls.js';
 import type { DatabaseSchema, ResponsesTable } from './database-schema.js';
 import { responseBodyOf } from './stored-response-body.js';
 
@@ -36,28 +36,6 @@ function toEnd(row: EndRow): ResponseEnd {
     sessionLive: row.session_live,
     sessionHistoryHash: row.session_history_hash,
   };
-}
-
-/**
- * A database call as a route answers its failure: DATABASE_UNAVAILABLE, a 503 with
- * Retry-After, as chat completions answers while the database cannot be reached
- * (`databaseUnavailable`, the original error its cause). The database's refusals of the data or
- * the statement (`isDataError`), which a retry would meet again, and the service's own errors
- * stay as they are.
- */
-export function databaseCall<T>(call: Promise<T>): Promise<T> {
-  return call.catch((error: unknown) => {
-    throw isServiceError(error) || isDataError(error) ? error : databaseUnavailable(error);
-  });
-}
-
-/** A store (an object of async functions, as the repositories make them) each of whose calls is a `databaseCall`. */
-export function databaseCalls<Store extends object>(store: Store): Store {
-  const calls: Record<string, unknown> = {};
-  for (const [name, member] of Object.entries(store)) {
-    calls[name] = typeof member === 'function' ? (...args: unknown[]) => databaseCall((member as (...args: unknown[]) => Promise<unknown>)(...args)) : member;
-  }
-  return calls as Store;
 }
 
 /**

@@ -8,6 +8,7 @@ import { toJsonText } from '../runtime/json-text.js';
 import type { DatabaseSchema, SessionsTable, SessionTransitionsTable } from './database-schema.js';
 import { rowLimit } from './row-limit.js';
 import { binaryTextArray } from './binary-text-array.js';
+import { databaseCalls } from './database-calls.js';
 
 /** A snapshot as stored: JSON text with lone surrogates replaced, or null. */
 function snapshotText(progress: SessionProgress): string | null {
@@ -126,7 +127,7 @@ export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStor
     return turnEnds.run({ sessionId, records, progress, fence, response });
   }
 
-  return {
+  return databaseCalls<SessionStore>({
     async get(sessionId: string): Promise<SessionRecord | undefined> {
       const row = await db.selectFrom('sessions').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
       return row && toRecord(row);
@@ -242,7 +243,7 @@ export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStor
       const result = await db.deleteFrom('session_transitions').where('session_id', '=', sessionId).executeTakeFirst();
       return Number(result.numDeletedRows);
     },
-  };
+  });
 }
 
 function toRecord(row: Selectable<SessionsTable>): SessionRecord {

@@ -2,10 +2,11 @@ import { sql } from 'kysely';
 import type { Kysely, Selectable } from 'kysely';
 import type { NewStoredToken, StoredToken, TokenStore } from '../runtime/ports.js';
 import type { DatabaseSchema, OAuthTokensTable } from './database-schema.js';
+import { databaseCalls } from './database-calls.js';
 
 /** The oauth_tokens table behind the runtime's TokenStore port. */
 export function createTokenRepository(db: Kysely<DatabaseSchema>): TokenStore {
-  return {
+  return databaseCalls<TokenStore>({
     async get(userId: string, provider: string): Promise<StoredToken | undefined> {
       const row = await db
         .selectFrom('oauth_tokens')
@@ -56,7 +57,7 @@ export function createTokenRepository(db: Kysely<DatabaseSchema>): TokenStore {
       const result = await query.executeTakeFirst();
       return result.numDeletedRows > 0n;
     },
-  };
+  });
 }
 
 function toValues(token: NewStoredToken) {

@@ -1,5 +1,6 @@
 import { sql, type Kysely, type Selectable } from 'kysely';
 import type { DatabaseSchema, WebhookDeliveriesTable, WebhookSubscriptionsTable } from './database-schema.js';
+import { databaseCalls } from './database-calls.js';
 
 /** A webhook subscription as stored (the secret included: the HMAC needs it). */
 export type WebhookSubscription = {
@@ -82,7 +83,7 @@ export type WebhookStore = {
 
 /** The webhook tables behind the WebhookStore. */
 export function createWebhookRepository(db: Kysely<DatabaseSchema>): WebhookStore {
-  return {
+  return databaseCalls<WebhookStore>({
     async createSubscription(input) {
       const row = await db
         .insertInto('webhook_subscriptions')
@@ -247,7 +248,7 @@ export function createWebhookRepository(db: Kysely<DatabaseSchema>): WebhookStor
         .executeTakeFirstOrThrow();
       return row.pending;
     },
-  };
+  });
 }
 
 function toSubscription(row: Selectable<WebhookSubscriptionsTable>): WebhookSubscription {

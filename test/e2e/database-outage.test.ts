@@ -161,4 +161,37 @@ describe('database outage', () => {
     await waitFor(async () => (await call('GET', `/responses/${id}`)).status === 200, 'the response to be readable again');
     expect((await call('DELETE', `/responses/${id}`)).status).to.equal(200);
   });
+
+  it('answers the Conversations API with 503 database_unavailable and Retry-After while the database is down, as every route does', async () => {
+    const call = (method: string, path: string, body?: Record<string, unknown>) =>
+      fetch(`${harness.baseURL}${path}`, {
+        method,
+        headers: { 'Content-Type': 'application/json', 'X-User-ID': 'durable' },
+        ...(body ? { body: JSON.stringify(body) } : {}),
+      });
+    const created = await call('POST', '/conversations', { items: [{ type: 'message', role: 'user', content: 'before the outage' }] });
+    expect(created.status).to.equal(200);
+    const { id } = (await created.json()) as { id: string };
+    const routes: Array<[string, string, Record<string, unknown>?]> = [
+      ['POST', '/conversations', {}],
+      ['GET', `/conversations/${id}`],
+      ['POST', `/conversations/${id}`, { metadata: { topic: 'outage' } }],
+      ['GET', `/conversations/${id}/items`],
+      ['DELETE', `/conversations/${id}`],
+    ];
+    const routeOf = ([method, path]: (typeof routes)[number]) => `${method} ${path}`;
+    const answers: Array<Record<string, unknown>> = [];
+    await database.stop();
+    try {
+      for (const route of routes) {
+        const answer = await call(...route);
+        const body = (await answer.json()) as { error?: { type: string; code: string } };
+        answers.push({ route: routeOf(route), status: answer.status, retryAfter: answer.headers.get('retry-after'), code: body.error?.code });
+      }
+    } finally {
+      await database.start();
+    }
+    expect(answers).to.deep.equal(routes.map((route) => ({ route: routeOf(route), status: 503, retryAfter: '1', code: 'database_unavailable' })));
+    await waitFor(async () => (await call('GET', `/conversations/${id}`)).status === 200, 'the conversation to be readable again');
+  });
 });
