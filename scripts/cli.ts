@@ -24,7 +24,7 @@ const COMMANDS: Command[] = [
     help: `Starts the service; SIGTERM or SIGINT stops it gracefully (exit 0). A configuration error\nexits with 78 and one line naming the key. In a checkout: npm start.\n${SETTINGS}`,
     run: async () => {
       // Runs on import: it starts the service and handles the signals.
-      await import('../gateway/main.js');
+      await import('../gateway/server/main.js');
       return undefined;
     },
   },

@@ -1,6 +1,6 @@
 /** `svc-agent db migrate` (`npm run db:migrate`): brings the database schema up to date and says what it did. */
 import { ConfigError, loadConfig } from '../config/load-config.js';
-import { databaseOptionsOf } from '../gateway/service.js';
+import { databaseOptionsOf } from '../gateway/server/service.js';
 import { createDatabase, describeDatabase, migrateToLatest } from '../storage/index.js';
 
 /** Migrates the database `env` configures; resolves to the exit code (78: a configuration error). */

@@ -6,7 +6,7 @@
  * embedding recalls with the old one.
  */
 import { ConfigError, loadConfig } from '../config/load-config.js';
-import { databaseOptionsOf, embedderOptionsOf } from '../gateway/service.js';
+import { databaseOptionsOf, embedderOptionsOf } from '../gateway/server/service.js';
 import { configuredEmbedder, recordOf } from '../runtime/llm/embedder.js';
 import { createDatabase, describeDatabase, migrateToLatest, reembedMemories } from '../storage/index.js';
 

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import OpenAI from 'openai';
-import type { CallEntry } from '../../gateway/call-format.js';
-import type { AgentResource, LogPage } from '../../gateway/agents-routes.js';
+import type { CallEntry } from '../../gateway/agents/call-format.js';
+import type { AgentResource, LogPage } from '../../gateway/agents/agents-routes.js';
 import type { RuntimeEvents } from '../../runtime/observability/event-bus.js';
 import { useEverythingService } from '../support/everything-service.js';
 import { parsePrometheusText, sampleValue } from '../support/prometheus-text.js';

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import OpenAI from 'openai';
-import type { LogPage, TranscriptEntry, TransitionEntry } from '../../gateway/agents-routes.js';
+import type { LogPage, TranscriptEntry, TransitionEntry } from '../../gateway/agents/agents-routes.js';
 import { startTestService, type TestService } from '../support/service-harness.js';
 
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;

@@ -60,7 +60,7 @@ describe('the OpenAI Agents SDK against the service (npm start, embedded databas
     const port = await freePort();
     service = await startChild({
       name: 'service',
-      script: 'gateway/main.ts',
+      script: 'gateway/server/main.ts',
       cwd: REPO_ROOT,
       env: {
         ...process.env,

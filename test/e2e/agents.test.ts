@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { expect } from 'chai';
 import { sql } from 'kysely';
 import { startTestService, type TestService } from '../support/service-harness.js';
-import type { AgentResource } from '../../gateway/agents-routes.js';
+import type { AgentResource } from '../../gateway/agents/agents-routes.js';
 
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const ADMIN = { Authorization: 'Bearer admin-key' };

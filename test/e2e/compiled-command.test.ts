@@ -60,7 +60,7 @@ describe('the compiled service, as npm start runs it', function () {
     expect(failed.code, failed.output).to.equal(1);
     expect(failed.output).to.include('start-up failed');
     expect(failed.output).to.match(/at async lockDataDir \(\S+\/storage\/data-dir-lock\.ts:\d+:\d+\)/);
-    expect(failed.output).to.match(/\/gateway\/service\.ts:\d+:\d+/);
+    expect(failed.output).to.match(/\/gateway\/server\/service\.ts:\d+:\d+/);
     expect(failed.output).not.to.match(/\/dist\//);
   });
 

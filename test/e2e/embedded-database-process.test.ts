@@ -10,9 +10,9 @@ import { runToExit } from '../support/run-to-exit.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
-/** Runs `gateway/main.ts` to its exit; its exit code and all it printed. */
+/** Runs `gateway/server/main.ts` to its exit; its exit code and all it printed. */
 async function runServiceToExit(env: NodeJS.ProcessEnv): Promise<{ code: number | null; output: string }> {
-  const { code, stdout, stderr } = await runToExit(process.execPath, ['--import', 'tsx', 'gateway/main.ts'], { cwd: REPO_ROOT, env });
+  const { code, stdout, stderr } = await runToExit(process.execPath, ['--import', 'tsx', 'gateway/server/main.ts'], { cwd: REPO_ROOT, env });
   return { code, output: stdout + stderr };
 }
 
@@ -29,7 +29,7 @@ describe('the service on an embedded database folder (npm start)', function () {
     llm = await startFakeLlm();
     port = await freePort();
     env = { ...process.env, DB_URL: '', API_KEYS: '', APP_HOST: '0.0.0.0', APP_PORT: String(port), DATA_DIR: join(folder, 'data'), LLM_BASE_URL: llm.url, LOG_LEVEL: 'info' };
-    first = await startChild({ name: 'first', script: 'gateway/main.ts', cwd: REPO_ROOT, env, ready: { line: /svc-agent listening on (\S+)/ } });
+    first = await startChild({ name: 'first', script: 'gateway/server/main.ts', cwd: REPO_ROOT, env, ready: { line: /svc-agent listening on (\S+)/ } });
   });
   after(async () => {
     await first?.stop(5_000);

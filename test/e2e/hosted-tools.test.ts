@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import winston from 'winston';
 import Transport from 'winston-transport';
 import { loadConfig } from '../../config/load-config.js';
-import { startService, type RunningService } from '../../gateway/service.js';
+import { startService, type RunningService } from '../../gateway/server/service.js';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
 import { readText } from '../support/service-harness.js';
 

@@ -175,7 +175,7 @@ describe('svc-agent installed as a command (npm pack, npm install -g)', function
 
   it('holds the compiled JavaScript and bundled files, without the tests, the TypeScript sources or the development dependencies', () => {
     const files = packageFiles(installed);
-    for (const needed of ['dist/scripts/cli.js', 'dist/gateway/main.js', 'dist/gateway/main.js.map', 'scripts/svc-agent.mjs', 'config/default.yaml', 'config/default-graph.yaml', 'gateway/inspect-page/index.html', 'docs/configuration.md']) {
+    for (const needed of ['dist/scripts/cli.js', 'dist/gateway/server/main.js', 'dist/gateway/server/main.js.map', 'scripts/svc-agent.mjs', 'config/default.yaml', 'config/default-graph.yaml', 'gateway/inspect/page/index.html', 'docs/configuration.md']) {
       expect(files).to.include(needed);
     }
     expect(files.filter((path) => path.endsWith('.ts'))).to.deep.equal([]);

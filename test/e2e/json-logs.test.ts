@@ -69,7 +69,7 @@ describe('logs that join up (LOG_FORMAT=json, the service as a process)', functi
     llm = await startFakeLlm();
     folder = mkdtempSync(join(tmpdir(), 'svc-json-logs-'));
     const port = await freePort();
-    child = spawn(process.execPath, ['--import', 'tsx', 'gateway/main.ts'], {
+    child = spawn(process.execPath, ['--import', 'tsx', 'gateway/server/main.ts'], {
       cwd: REPO_ROOT,
       env: {
         ...process.env,

@@ -5,7 +5,7 @@ import { Writable } from 'node:stream';
 import { expect } from 'chai';
 import winston from 'winston';
 import { loadConfig } from '../../config/load-config.js';
-import { startService } from '../../gateway/service.js';
+import { startService } from '../../gateway/server/service.js';
 import { startFakeLlm } from '../../scripts/fake-llm-server.js';
 import { startTestService, testLogger, type TestService } from '../support/service-harness.js';
 

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
 import { loadConfig } from '../../config/load-config.js';
-import { startService } from '../../gateway/service.js';
+import { startService } from '../../gateway/server/service.js';
 import { servePgliteOverSocket } from '../support/databases.js';
 import { startTestService, testLogger, type TestService } from '../support/service-harness.js';
 import { serviceStorageTargets, type StorageTarget } from '../support/service-storage.js';

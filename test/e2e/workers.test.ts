@@ -17,7 +17,7 @@ describe('several workers (app.workers)', function () {
   this.timeout(120_000);
 
   it('refuses more than one worker on the embedded database, naming the setting', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/main.ts'], {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/server/main.ts'], {
       env: { ...process.env, APP_WORKERS: '2', DB_URL: '', DATA_DIR: 'memory://', APP_PORT: String(await freePort()) },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -41,7 +41,7 @@ describe('several workers (app.workers)', function () {
       llm = await startFakeLlm();
       schema = await createServerSchema(process.env.TEST_DATABASE_URL!, 'workers');
       port = await freePort();
-      primary = spawn(process.execPath, ['--import', 'tsx', 'gateway/main.ts'], {
+      primary = spawn(process.execPath, ['--import', 'tsx', 'gateway/server/main.ts'], {
         env: {
           ...process.env,
           APP_WORKERS: '3',

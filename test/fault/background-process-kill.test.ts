@@ -21,7 +21,7 @@ const HANGING_INPUT = 'Think about it for a long time [[hang]]';
 function startService(port: number, llm: FakeLlm, env: NodeJS.ProcessEnv): Promise<RunningChild> {
   return startChild({
     name: 'service',
-    script: 'gateway/main.ts',
+    script: 'gateway/server/main.ts',
     cwd: REPO_ROOT,
     env: {
       ...process.env,

@@ -65,7 +65,7 @@ suite(`a worker killed with SIGKILL in the middle of streams${serverUrl ? '' : '
     port = await freePort();
     service = await startChild({
       name: 'service',
-      script: 'gateway/main.ts',
+      script: 'gateway/server/main.ts',
       cwd: REPO_ROOT,
       env: {
         ...process.env,

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
-import { bodyTextOf } from '../../gateway/responses-format.js';
+import { bodyTextOf } from '../../gateway/responses/responses-format.js';
 import type { BackgroundResponseStore, ResponseStore } from '../../runtime/ports.js';
 import { createBackgroundResponseRepository, createResponseRepository, migrateToLatest } from '../../storage/index.js';
 import { QUEUED_BODY, queuedResponse } from '../support/background-responses.js';

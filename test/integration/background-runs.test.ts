@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
-import { BackgroundRuns, RUN_CANCELLED } from '../../gateway/background-runs.js';
+import { BackgroundRuns, RUN_CANCELLED } from '../../runtime/responses/background-runs.js';
 import type { BackgroundResponseStore, ResponseStore } from '../../runtime/ports.js';
 import { createBackgroundResponseRepository, createResponseRepository, migrateToLatest } from '../../storage/index.js';
 import { queuedResponse } from '../support/background-responses.js';

@@ -4,7 +4,7 @@ import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { Client } from 'undici';
-import { dispatchConnections, type ConnectionDispatcher } from '../../gateway/connection-handoff.js';
+import { dispatchConnections, type ConnectionDispatcher } from '../../gateway/server/connection-handoff.js';
 import { waitFor } from '../support/wait-for.js';
 
 const WORKER_SCRIPT = fileURLToPath(new URL('../support/handoff-cluster-worker.ts', import.meta.url));

@@ -2,8 +2,8 @@ import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { servePrimary } from '../../gateway/cluster-rpc.js';
-import { metricsHandlers } from '../../gateway/metrics-route.js';
+import { servePrimary } from '../../gateway/server/cluster-rpc.js';
+import { metricsHandlers } from '../../gateway/operations/metrics-route.js';
 import type { MetricsWorkerReady } from '../support/metrics-cluster-worker.js';
 import { parsePrometheusText, sampleValue } from '../support/prometheus-text.js';
 

@@ -4,8 +4,8 @@ import { sql } from 'kysely';
 import type { NewResponseRecord, ResponseBody, ResponseStore, SessionProgress, SessionStore } from '../../runtime/ports.js';
 import { createResponseRepository, createSessionRepository, migrateToLatest } from '../../storage/index.js';
 import { databaseTargets } from '../support/databases.js';
-import { bodyTextOf, responseBody } from '../../gateway/responses-format.js';
-import type { ResponsesRequest } from '../../gateway/responses-request.js';
+import { bodyTextOf, responseBody } from '../../gateway/responses/responses-format.js';
+import type { ResponsesRequest } from '../../gateway/responses/responses-request.js';
 import type { TestDatabase } from '../support/databases.js';
 
 

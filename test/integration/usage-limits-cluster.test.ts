@@ -2,9 +2,9 @@ import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { servePrimary } from '../../gateway/cluster-rpc.js';
-import type { UsageLimitSettings } from '../../gateway/usage-ledger.js';
-import { limitHandlers } from '../../gateway/usage-limits.js';
+import { servePrimary } from '../../gateway/server/cluster-rpc.js';
+import type { UsageLimitSettings } from '../../runtime/usage/usage-ledger.js';
+import { limitHandlers } from '../../gateway/http/usage-limits.js';
 import type { LimitProbe, LimitProbeAnswer } from '../support/limits-cluster-worker.js';
 
 const WORKER_SCRIPT = fileURLToPath(new URL('../support/limits-cluster-worker.ts', import.meta.url));

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { bodyTextOf } from '../../gateway/responses-format.js';
+import { bodyTextOf } from '../../gateway/responses/responses-format.js';
 import type { NewResponseRecord } from '../../runtime/ports.js';
 
 /** The body of `queuedResponse`. */

@@ -1,5 +1,5 @@
 import { createServer } from 'node:http';
-import { ACCEPTING, acceptHandedConnections } from '../../gateway/connection-handoff.js';
+import { ACCEPTING, acceptHandedConnections } from '../../gateway/server/connection-handoff.js';
 
 /**
  * A cluster worker for the connection hand-off tests. HANDOFF_MODE=serve: serves the

@@ -4,7 +4,7 @@
  * `{ ready: true }` once it listens: probes sent before that would be lost.
  */
 import { isServiceError } from '../../runtime/service-error.js';
-import { createUsageLimiter, type Release } from '../../gateway/usage-limits.js';
+import { createUsageLimiter, type Release } from '../../gateway/http/usage-limits.js';
 
 /** A probe from the test: `admit` a request of a user, or `release` the oldest permit held. */
 export type LimitProbe = { probe: number; op: 'admit' | 'release'; userId?: string };

@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import winston from 'winston';
 import { loadConfig, type AppConfig } from '../../config/load-config.js';
-import { startService, type RunningService } from '../../gateway/service.js';
+import { startService, type RunningService } from '../../gateway/server/service.js';
 import { startFakeLlm, type FakeLlm, type FakeLlmOptions } from '../../scripts/fake-llm-server.js';
 
 /** The service on an ephemeral port in front of the scripted LLM, with the official client. */

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { ConfigError } from '../../config/load-config.js';
-import { createApiKeyGuard } from '../../gateway/api-keys.js';
+import { createApiKeyGuard } from '../../gateway/http/api-keys.js';
 
 describe('createApiKeyGuard', () => {
   it('refuses a metrics token that is also an API key, or that has a space', () => {

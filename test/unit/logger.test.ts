@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type winston from 'winston';
-import { logLineFormat, type LogFormat } from '../../gateway/logger.js';
-import { closeRequestContext, noteRequestIds, openRequestContext, releaseSession } from '../../gateway/request-context.js';
+import { logLineFormat, type LogFormat } from '../../gateway/server/logger.js';
+import { closeRequestContext, noteRequestIds, openRequestContext, releaseSession } from '../../gateway/http/request-context.js';
 
 /** Where winston keeps the finished line (triple-beam's MESSAGE). */
 const MESSAGE = Symbol.for('message');

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { NextFunction, Request, Response } from 'express';
-import { isLoopbackAddress, loopbackOnly } from '../../gateway/loopback-only.js';
+import { isLoopbackAddress, loopbackOnly } from '../../gateway/http/loopback-only.js';
 import { ServiceError } from '../../runtime/service-error.js';
 
 /** Runs the guard for a client at `remoteAddress`: true when it let the request through. */

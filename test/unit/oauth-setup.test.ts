@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import { ConfigError } from '../../config/load-config.js';
 import type { AppConfig } from '../../config/load-config.js';
-import { createOAuthSetup } from '../../gateway/oauth-setup.js';
+import { createOAuthSetup } from '../../gateway/auth/oauth-setup.js';
 import type { OAuthStateStore, TokenStore } from '../../runtime/ports.js';
 
 const OAUTH: AppConfig['oauth'] = {

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { newItemId } from '../../gateway/responses-format.js';
+import { newItemId } from '../../gateway/responses/responses-format.js';
 
 /** An id's characters after its prefix: 12 of time, then 36 random ones. */
 const digitsOf = (id: string) => id.slice(id.indexOf('_') + 1);

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { startLine, toolServersLine } from '../../gateway/start-line.js';
+import { startLine, toolServersLine } from '../../gateway/server/start-line.js';
 
 describe('startLine', () => {
   const facts = { workers: 1, localMode: true, llmBaseUrl: 'http://localhost:30000/v1', database: 'pglite' };

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import { bodyTextOf, responseBody, responseUsage, type ResponseFrame } from '../../gateway/responses-format.js';
-import type { ResponsesRequest } from '../../gateway/responses-request.js';
+import { bodyTextOf, responseBody, responseUsage, type ResponseFrame } from '../../gateway/responses/responses-format.js';
+import type { ResponsesRequest } from '../../gateway/responses/responses-request.js';
 import { RESPONSE_BODY_DEFAULTS_JSON, responseBodyOf } from '../../storage/stored-response-body.js';
 
 const ID = 'resp_019ab0c0ffee00112233445566778899aabbccddeeff0011';

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { findTextFault, isSessionId, paramOf, textFault } from '../../gateway/text-rules.js';
+import { findTextFault, isSessionId, paramOf, textFault } from '../../gateway/http/text-rules.js';
 
 describe('text-rules', () => {
   describe('textFault', () => {

@@ -1,8 +1,8 @@
 import { EventEmitter } from 'node:events';
 import type { Worker } from 'node:cluster';
 import { expect } from 'chai';
-import { UsageLedger, type UsageLimitSettings } from '../../gateway/usage-ledger.js';
-import { createLocalLimiter, limitHandlers } from '../../gateway/usage-limits.js';
+import { UsageLedger, type UsageLimitSettings } from '../../runtime/usage/usage-ledger.js';
+import { createLocalLimiter, limitHandlers } from '../../gateway/http/usage-limits.js';
 import { ServiceError } from '../../runtime/service-error.js';
 import { rejection } from '../support/rejection.js';
 

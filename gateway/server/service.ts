@@ -1,0 +1,438 @@
+import type { Server } from 'node:http';
+import type { AddressInfo, ListenOptions } from 'node:net';
+import type { Logger } from 'winston';
+import { ConfigError, type AppConfig } from '../../config/load-config.js';
+import { loadGraph } from '../../config/load-graph.js';
+import { formatWarning } from '../../machines/index.js';
+import { DurableWriter } from '../../runtime/sessions/durable-writer.js';
+import { EventBus } from '../../runtime/observability/event-bus.js';
+import { asksLlmServer, chooseEmbedder, type EmbedderOptions } from '../../runtime/llm/embedder.js';
+import { createLlmClient } from '../../runtime/llm/llm-client.js';
+import { normaliseWord } from '../../runtime/tools/approval-words.js';
+import { createMcpRegistry } from '../../runtime/tools/mcp-registry.js';
+import { createDeferredMemory } from '../../runtime/memory/deferred-memory.js';
+import type { LongTermMemory } from '../../runtime/memory/long-term-memory.js';
+import type { EmbedderRecordStore, VectorMemoryStore } from '../../runtime/ports.js';
+import { createVectorMemory } from '../../runtime/memory/vector-memory.js';
+import { SessionLeases } from '../../runtime/sessions/session-leases.js';
+import { ServiceMetrics } from '../../runtime/observability/metrics.js';
+import type { Supervisor, SupervisorSettings } from '../../runtime/sessions/supervisor.js';
+import { createXStateInspector } from '../../runtime/observability/xstate-inspector.js';
+import { createSessionLeaseRepository } from '../../storage/session-lease-repository.js';
+import { createDatabase, createStores, migrateToLatest, type CreateDatabaseOptions, type Database } from '../../storage/index.js';
+import { createAgentsRouter, createHistoryHandlers } from '../agents/agents-routes.js';
+import { BackgroundRuns } from '../../runtime/responses/background-runs.js';
+import { createResponsesRoutes } from '../responses/responses-routes.js';
+import { createConversationsRouter } from '../conversations/conversations-routes.js';
+import { createApiKeyGuard } from '../http/api-keys.js';
+import { createApp } from './app.js';
+import { answerClientErrors } from '../http/client-errors.js';
+import { acceptHandedConnections } from './connection-handoff.js';
+import { drainServer, watchConnections } from './drain-server.js';
+import { createInspectRoutes } from '../inspect/inspect-routes.js';
+import { RequestSupervisor } from '../http/request-supervisor.js';
+import { toolServersLine } from './start-line.js';
+import { StartupWork } from './startup-work.js';
+import { createUsageRouter } from '../operations/usage-route.js';
+import { createUsageLimiter } from '../http/usage-limits.js';
+import { WebhookDispatcher } from '../../runtime/webhooks/webhook-dispatcher.js';
+import { createWebhookRepository } from '../../storage/webhook-repository.js';
+import { createCallRepository } from '../../storage/call-repository.js';
+import { CallLog } from '../../runtime/observability/call-log.js';
+import { createWebhooksRouter } from '../webhooks/webhooks-routes.js';
+import { logRuntimeEvents } from './log-events.js';
+import { createOAuthSetup, type OAuthSetup } from '../auth/oauth-setup.js';
+
+/** At shutdown, how long cancelled turns may take to store how they ended. */
+const CANCELLED_TURNS_WAIT_MS = 5_000;
+
+/** A running service. */
+export type RunningService = {
+  /** Base URL, e.g. http://127.0.0.1:1111 (the OpenAI base URL is this plus /v1). */
+  url: string;
+  port: number;
+  server: Server;
+  supervisor: Supervisor;
+  events: EventBus;
+  database: Database;
+  writer: DurableWriter;
+  /**
+   * Settles once the work the service goes on with in the background after it listens has
+   * (what /health lists under `starting`: the tool servers' first connections, the choice of
+   * long-term memory's embedder); never rejects.
+   */
+  started: Promise<void>;
+  close(): Promise<void>;
+};
+
+/** How the service gets its connections: from its own port (the default), or handed over by a cluster primary. */
+export type ServiceOptions = { handedConnections?: { publicPort: number } };
+
+/** The composition root: opens storage, builds the runtime and the app, and listens. */
+export async function startService(config: AppConfig, logger: Logger, options: ServiceOptions = {}): Promise<RunningService> {
+  const timeouts = httpTimeoutsOf(config);
+  const { graph, warnings: graphWarnings } = loadGraph(config.state.graph_path);
+  for (const warning of graphWarnings) logger.warn(`state graph ${config.state.graph_path}: ${formatWarning(warning).trim()}`);
+  const apiKeys = createApiKeyGuard({ apiKeys: config.auth.api_keys, metricsToken: config.metrics.token });
+  if (config.metrics.token && !apiKeys.enabled) {
+    logger.warn('metrics.token (METRICS_TOKEN) is set but no API keys are (API_KEYS): the token is not read, and /metrics answers clients on this machine only');
+  }
+  // Checked before anything opens; it connects once the service listens.
+  const inspector = config.inspect.websocket_url
+    ? createXStateInspector({
+        url: config.inspect.websocket_url,
+        autoStart: false,
+        onError: (error) => logger.warn(`XState inspector: an event was not sent: ${error.message}`),
+      })
+    : undefined;
+  const vector = config.memory.use_long_term;
+  const database = await createDatabase({
+    ...databaseOptionsOf(config),
+    onIdleError: (error) => logger.warn(`database connection lost: ${error.message}`),
+    onMaintenanceError: (error) => logger.warn(`analyzing the embedded database failed: ${error.message}`),
+  });
+  try {
+    await migrateToLatest(database, { vector, embeddingDimensions: config.memory.embedding_dimensions });
+  } catch (error) {
+    await database.close();
+    throw error;
+  }
+  const stores = createStores(database, { memory: { efSearch: config.memory.hnsw_ef_search } });
+  const events = new EventBus();
+  const stopLogging = logRuntimeEvents(events, logger);
+  let oauth: OAuthSetup;
+  try {
+    oauth = createOAuthSetup({
+      oauth: config.oauth,
+      publicUrl: config.app.public_url,
+      tokens: stores.tokens,
+      states: stores.oauthStates,
+      events,
+      requireLoginProof: apiKeys.enabled,
+    });
+  } catch (error) {
+    await database.close();
+    throw error;
+  }
+  const writer = new DurableWriter(events);
+  const startup = new StartupWork();
+  // Stops what still starts in the background when the service stops.
+  const stopStartup = new AbortController();
+  let memory: LongTermMemory | undefined;
+  try {
+    memory =
+      stores.memories && stores.memoryEmbedder ? await createMemory(config, stores.memories, stores.memoryEmbedder, { events, logger, signal: stopStartup.signal }) : undefined;
+  } catch (error) {
+    await database.close();
+    throw error;
+  }
+  if (memory) startup.add('long_term_memory', memory.ready());
+  const tools = createMcpRegistry({
+    servers: config.mcp_servers,
+    connectTimeoutMs: config.tools.connect_timeout_ms,
+    callTimeoutMs: config.tools.call_timeout_ms,
+    userProcessIdleMs: config.tools.user_process_idle_ms,
+    tokens: oauth.vault,
+    events,
+    logger,
+  });
+  // Connects every tool server in parallel, each within its time-out, while the service starts
+  // listening; failures retry in the background. A turn waits for these first attempts.
+  startup.add('mcp_servers', tools.start());
+  if (Object.keys(config.mcp_servers).length > 0) {
+    // One count for the log and /health: the registry's status, not each server's raw list.
+    void tools.start().then(() => {
+      if (stopStartup.signal.aborted) return;
+      const status = tools.status();
+      const servers = Object.fromEntries(Object.entries(status).map(([name, server]) => [name, { status: server.status, tools: server.tools }]));
+      logger.info(toolServersLine(status), { servers });
+    });
+  }
+  const llm = createLlmClient({
+    baseUrl: config.llm.base_url,
+    apiKey: config.llm.api_key,
+    timeoutMs: config.llm.timeout_ms,
+    maxConnections: config.llm.max_connections,
+    maxRetries: config.llm.max_retries,
+    maxTokensLimit: config.llm.max_tokens_limit,
+    model: config.llm.model,
+    probeTimeoutMs: config.llm.health_timeout_ms,
+    server: { contextWindow: config.llm.context_window, toolCallParser: config.llm.tool_call_parser, alternateRoles: config.llm.alternate_roles },
+  });
+  // What the LLM server tells of itself (its context window first of all) is asked while the service starts; a call waits for it briefly.
+  void llm.probe();
+  // The embedded database serves one process: only PostgreSQL can be shared by several.
+  const leases =
+    database.kind === 'pg'
+      ? new SessionLeases({
+          store: createSessionLeaseRepository(database),
+          writer,
+          settings: { leaseMs: config.sessions.lease_ms },
+          onLost: (sessionId) => {
+            const userId = supervisor.registry.getSnapshot().context.sessions.get(sessionId)?.userId;
+            logger.warn(`session ${sessionId}: its lease lapsed and another process took it; its actor here is dropped`, { sessionId, userId });
+            supervisor.distrust(sessionId);
+          },
+          // Another worker or instance got a request for a session cached here: it gets the session as soon as its turn here ends.
+          onHandoverAsked: (sessionId) => supervisor.distrust(sessionId),
+          onRenewError: (error) => logger.warn(`renewing session leases failed: ${error.message}`),
+        })
+      : undefined;
+  const calls = new CallLog(
+    { perSession: config.inspect.recent_calls_per_session, total: config.inspect.recent_calls },
+    config.inspect.store_calls ? createCallRepository(database.db) : undefined,
+  );
+  const supervisor = new RequestSupervisor({
+    calls,
+    leases,
+    inspect: inspector?.inspect,
+    graph,
+    llm,
+    conversations: stores.conversations,
+    sessions: stores.sessions,
+    writer,
+    events,
+    memory,
+    tools,
+    settings: supervisorSettingsOf(config),
+  });
+  // Requests for sessions cached by another process are heard before the first request is served.
+  await leases?.ready();
+  const webhookStore = createWebhookRepository(database.db);
+  const webhookPolicy = { allowHttp: config.webhooks.allow_http, allowPrivateTargets: config.webhooks.allow_private_targets };
+  const webhooks = new WebhookDispatcher({
+    events,
+    store: webhookStore,
+    writer,
+    logger,
+    settings: {
+      ...webhookPolicy,
+      maxAttempts: config.webhooks.max_attempts,
+      initialBackoffMs: config.webhooks.initial_backoff_ms,
+      maxBackoffMs: config.webhooks.max_backoff_ms,
+      timeoutMs: config.webhooks.timeout_ms,
+      pollMs: config.webhooks.poll_ms,
+    },
+  });
+  const metrics = config.metrics.enabled ? new ServiceMetrics({ events, supervisor, webhooks: webhookStore }) : undefined;
+  const inspectRoutes = createInspectRoutes({
+    enabled: config.inspect.page,
+    registry: supervisor.registry,
+    sessions: stores.sessions,
+    conversations: stores.conversations,
+    events,
+    graph,
+    authenticate: apiKeys.authenticate,
+    history: createHistoryHandlers({ sessions: stores.sessions, conversations: stores.conversations, calls }),
+    recentSessions: config.inspect.recent_sessions,
+  });
+  const backgroundRuns = new BackgroundRuns({
+    store: stores.backgroundResponses,
+    leaseMs: config.sessions.lease_ms,
+    eventRetentionMs: config.responses.event_retention_ms,
+    onError: (error) => logger.warn(`background responses: ${error.message}`),
+  });
+  // Responses left running by a process that stopped are failed now, not at the first sweep;
+  // on the embedded database, which one process opens at a time, that is every one left running.
+  await backgroundRuns.failLapsed(database.kind === 'pglite');
+  let port = config.app.port;
+  const limiter = createUsageLimiter(config.limits, logger);
+  const defaults = {
+    userId: config.memory.user_id,
+    llmModel: config.llm.model,
+    temperature: config.llm.temperature,
+    maxTokens: config.llm.max_tokens,
+  };
+  const app = createApp({
+    supervisor,
+    logger,
+    toolStatus: () => tools.status(),
+    starting: () => startup.starting(),
+    authRouter: oauth.router,
+    apiKeys,
+    agentsRouter: createAgentsRouter({
+      supervisor,
+      sessions: stores.sessions,
+      conversations: stores.conversations,
+      memories: stores.memories,
+      calls,
+      tools,
+      requireKey: apiKeys.requireKey,
+      settings: {
+        model: config.llm.model,
+        shortTermTurns: config.memory.short_term_turns,
+        initialState: graph.initial,
+        exportDir: config.agents.export_dir,
+      },
+    }),
+    usageRouter: createUsageRouter({ sessions: stores.sessions, requireKey: apiKeys.requireKey }),
+    bodyLimit: config.app.body_limit,
+    maxMessages: config.app.max_messages,
+    limiter,
+    defaults,
+    responses: createResponsesRoutes({
+      supervisor,
+      responses: stores.responses,
+      background: stores.backgroundResponses,
+      runs: backgroundRuns,
+      onError: (error) => logger.warn(`background response: ${error.message}`),
+      sessions: stores.sessions,
+      limiter,
+      defaults,
+      maxMessages: config.app.max_messages,
+    }),
+    conversationsRouter: createConversationsRouter({
+      supervisor,
+      sessions: stores.sessions,
+      conversations: stores.conversations,
+      memories: stores.memories,
+      calls,
+      events,
+      defaultUserId: defaults.userId,
+    }),
+    llm: { baseUrl: config.llm.base_url, apiKey: config.llm.api_key, healthTimeoutMs: config.llm.health_timeout_ms, server: () => llm.server() },
+    port: () => port,
+    webhooksRouter: createWebhooksRouter({ store: webhookStore, policy: webhookPolicy, onChange: () => webhooks.refresh() }),
+    metrics,
+    inspectRouter: inspectRoutes.router,
+  });
+  const handedOver = options.handedConnections;
+  // A worker's own port is on loopback, only so that Node tracks the connections it is handed.
+  const server = handedOver
+    ? await listen(app, { port: 0, host: '127.0.0.1', exclusive: true }, timeouts)
+    : await listen(app, { port: config.app.port, host: config.app.host }, timeouts);
+  const watched = watchConnections(server);
+  const handed = handedOver ? acceptHandedConnections(server) : undefined;
+  port = handedOver ? handedOver.publicPort : (server.address() as AddressInfo).port;
+  inspector?.start();
+  // Deliveries left pending by an earlier run go out now.
+  await webhooks.start();
+  const host = config.app.host === '0.0.0.0' || config.app.host === '::' ? '127.0.0.1' : config.app.host;
+
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      inspectRoutes.close();
+      // Background responses get the same time to end as requests; those still running then are stored as failed.
+      const [{ forced }] = await Promise.all([drainServer(server, config.app.shutdown_timeout_ms, { handed, watched }), backgroundRuns.stop(config.app.shutdown_timeout_ms)]);
+      if (forced) logger.warn(`requests still running after ${config.app.shutdown_timeout_ms} ms were cut; their turns are cancelled and stored`);
+      // Cut requests cancel their turns; each still stores how it ended.
+      await supervisor.stop(CANCELLED_TURNS_WAIT_MS);
+      // Tool servers still connecting are stopped by tools.close(); the embedder probe by this.
+      stopStartup.abort(new Error('the service is stopping'));
+      inspector?.stop();
+      await tools.close();
+      await startup.settled();
+      await llm.close();
+      await writer.flush();
+      // After the flush every event of the run is in the outbox; what is not sent stays pending.
+      await webhooks.stop();
+      await writer.flush();
+      // Every lease was given back through the writer; none is renewed from now on.
+      await leases?.close();
+      writer.close();
+      stopLogging();
+      metrics?.close();
+      await database.close();
+    })());
+
+  return { url: `http://${host}:${port}`, port, server, supervisor, events, database, writer, started: startup.settled(), close };
+}
+
+/** The supervisor's settings from the service's configuration. */
+export function supervisorSettingsOf(config: AppConfig): SupervisorSettings {
+  return {
+    systemPrompt: config.app.system_prompt,
+    shortTermTurns: config.memory.short_term_turns,
+    maxToolRounds: config.state.max_tool_rounds,
+    maxHandoffs: config.state.max_handoffs,
+    cacheSize: config.sessions.cache_size,
+    idleMs: config.sessions.idle_ms,
+    turnWaitMs: config.sessions.turn_wait_ms,
+    writeWaitMs: config.sessions.write_wait_ms,
+    heartbeatMs: config.tools.heartbeat_ms,
+    failureMode: config.llm.failure_mode,
+    approvalWords: { approve: config.tools.approval_words.map(normaliseWord), deny: config.tools.denial_words.map(normaliseWord) },
+  };
+}
+
+/** The database the configuration describes, as the service opens it (and `svc-agent db migrate` and `memory reembed`). */
+export function databaseOptionsOf(config: AppConfig): CreateDatabaseOptions {
+  return {
+    url: config.database.url,
+    dataDir: config.database.data_dir,
+    vector: config.memory.use_long_term,
+    poolSize: config.database.pool_size,
+    sharedBuffersMb: config.database.embedded_shared_buffers_mb,
+  };
+}
+
+/** The embeddings link the configuration describes (the service's, and `svc-agent memory reembed`'s). */
+export function embedderOptionsOf(config: AppConfig): EmbedderOptions {
+  return {
+    mode: config.memory.embeddings as EmbedderOptions['mode'],
+    baseUrl: config.llm.base_url,
+    apiKey: config.llm.api_key,
+    model: config.llm.embedding_model,
+    dimensions: config.memory.embedding_dimensions,
+    timeoutMs: config.memory.embeddings_timeout_ms,
+  };
+}
+
+/**
+ * Long-term memory with the embedder the configuration and the stored memories call for. Its
+ * choice is made now when it only reads the record (an embedder at odds with the stored
+ * memories is a ConfigError that stops the start); asking the LLM server (`auto`, nothing
+ * recorded yet) goes on in the background, and turns wait for it. A failure there is logged,
+ * and turns answer MEMORY_UNAVAILABLE.
+ */
+async function createMemory(
+  config: AppConfig,
+  store: VectorMemoryStore,
+  records: EmbedderRecordStore,
+  context: { events: EventBus; logger: Logger; signal: AbortSignal },
+): Promise<LongTermMemory> {
+  const { events, logger, signal } = context;
+  const options = embedderOptionsOf(config);
+  const choose = async () => {
+    const { embedder, reason } = await chooseEmbedder(options, records, signal);
+    logger.info(`long-term memory on, embeddings: ${embedder.source} (${reason})`);
+    return createVectorMemory({ store, embedder, events, results: config.memory.long_term_results });
+  };
+  if (!asksLlmServer(options, await records.get())) return choose();
+  return createDeferredMemory(() =>
+    choose().catch((error: Error) => {
+      if (!signal.aborted) logger.error(`long-term memory is unavailable: ${error.message}`);
+      throw error;
+    }),
+  );
+}
+
+/** The HTTP server's time-outs, in ms (`app.keep_alive_timeout_ms`, `app.headers_timeout_ms`). */
+type HttpTimeouts = { keepAliveMs: number; headersMs: number };
+
+function httpTimeoutsOf(config: AppConfig): HttpTimeouts {
+  const { keep_alive_timeout_ms: keepAliveMs, headers_timeout_ms: headersMs } = config.app;
+  // Node's advice: a request's headers may take longer than a connection may idle.
+  if (headersMs <= keepAliveMs) {
+    throw new ConfigError(`app.headers_timeout_ms (${headersMs}) must exceed app.keep_alive_timeout_ms (${keepAliveMs})`);
+  }
+  return { keepAliveMs, headersMs };
+}
+
+/**
+ * The HTTP server of the app, listening. A cluster worker's serves the connections the primary
+ * hands it (gateway/connection-handoff.ts) with these same time-outs.
+ */
+function listen(app: ReturnType<typeof createApp>, where: ListenOptions, timeouts: HttpTimeouts): Promise<Server> {
+  return new Promise((resolve, reject) => {
+    const server = app.listen(where);
+    // Node closes idle connections after 5 s, sooner than clients and proxies stop reusing
+    // theirs: one that sends a request as the service closes gets a reset ("fetch failed").
+    server.keepAliveTimeout = timeouts.keepAliveMs;
+    server.headersTimeout = timeouts.headersMs;
+    answerClientErrors(server);
+    server.once('listening', () => resolve(server));
+    server.once('error', reject);
+  });
+}

@@ -1,0 +1,73 @@
+import type { BackgroundResponseEnd, BackgroundResponseStore, NewResponseRecord, ResponseBodyText, StoredResponseEvent } from '../ports.js';
+import type { ResponseEventSink } from '../../gateway/responses/responses-stream.js';
+
+/** How long an event waits for the ones after it before they are stored together. */
+const FLUSH_MS = 50;
+
+/** What the event log of one background response writes to and tells. */
+export type ResponseEventLogDeps = {
+  store: BackgroundResponseStore;
+  responseId: string;
+  /** The response's body as it stands, stored with each batch of events (what `GET` shows meanwhile). */
+  progress: () => ResponseBodyText | undefined;
+  /** Called after each batch is stored, for readers waiting for new events. */
+  onStored: () => void;
+  onError: (error: Error) => void;
+};
+
+/**
+ * The stored events of a background response: its first events with the response itself,
+ * then its events as its turn emits them, numbered, written in batches (one statement each `FLUSH_MS` at most) with the body as it stands, so
+ * that a stream broken off can be read again, from any process, after any event. A batch that
+ * failed to be written is written again with the next (rewriting an event is a no-op).
+ */
+export class ResponseEventLog implements ResponseEventSink {
+  private pending: StoredResponseEvent[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private writing: Promise<void> = Promise.resolve();
+
+  constructor(private readonly deps: ResponseEventLogDeps) {}
+
+  event(type: string, data: string, sequence: number): void {
+    this.pending.push({ sequence, type, data });
+    this.timer ??= setTimeout(() => this.flush(), FLUSH_MS);
+  }
+
+  /** The end of the events is stored by `finish`, with the response's end. */
+  end(): void {}
+
+  /** Stores the response as it starts, with the events so far (its first ones) and its run. */
+  async begin(record: NewResponseRecord, runner: string, leaseMs: number): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.deps.store.start(record, this.take(), runner, leaseMs);
+  }
+
+  /** Stores the response's end and the events not stored yet, after the batches under way. */
+  async finish(end: BackgroundResponseEnd): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.writing;
+    const events = this.take();
+    await this.deps.store.finish(this.deps.responseId, end, events);
+    this.deps.onStored();
+  }
+
+  private flush(): void {
+    this.timer = undefined;
+    const events = this.take();
+    const { store, responseId, progress, onStored, onError } = this.deps;
+    this.writing = this.writing.then(() =>
+      store.record(responseId, events, progress()).then(onStored, (error: Error) => {
+        this.pending = [...events, ...this.pending];
+        onError(error);
+      }),
+    );
+  }
+
+  private take(): StoredResponseEvent[] {
+    const events = this.pending;
+    this.pending = [];
+    return events;
+  }
+}
