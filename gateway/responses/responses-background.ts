@@ -6,7 +6,7 @@ import type { Supervisor, TurnHandlers, TurnOutcome, TurnRequest } from '../../r
 import { RUN_STOPPED, type BackgroundRuns } from '../../runtime/responses/background-runs.js';
 import { toServiceError } from '../http/error-handler.js';
 import { ResponseEventLog } from '../../runtime/responses/response-event-log.js';
-import { replayResponse } from './response-replay.js';
+import { replayResponse } from '../../runtime/responses/response-replay.js';
 import { bodyTextOf, isFinalStatus, newItemId, responseBody, type ResponseFrame } from './responses-format.js';
 import { sendJsonText } from '../http/json-answer.js';
 import { responseNotFound, type Continuation } from './responses-history.js';

@@ -15,7 +15,7 @@ import { continuationFor, ownResponse, type Continuation } from './responses-his
 import { approvalAnswersOf, clientToolsOf, inputItemRecords, inputMessages, parseResponsesRequest, type ResponsesRequest } from './responses-request.js';
 import { unixNow } from '../chat/completion-format.js';
 import { cancelResponse, startBackgroundResponse, type BackgroundResponseDeps } from './responses-background.js';
-import { replayResponse } from './response-replay.js';
+import { replayResponse } from '../../runtime/responses/response-replay.js';
 import type { UsageLimiter } from '../http/usage-limits.js';
 
 /** What the Responses API routes need. */

@@ -1,9 +1,9 @@
 import type { Response } from 'express';
-import type { BackgroundResponseStore, ResponseStore } from '../../runtime/ports.js';
-import { ServiceError } from '../../runtime/service-error.js';
-import type { BackgroundRuns } from '../../runtime/responses/background-runs.js';
-import { isFinalStatus } from './responses-format.js';
-import { SseWriter } from '../http/sse-writer.js';
+import type { BackgroundResponseStore, ResponseStore } from '../ports.js';
+import { ServiceError } from '../service-error.js';
+import type { BackgroundRuns } from './background-runs.js';
+import { isFinalStatus } from '../../gateway/responses/responses-format.js';
+import { SseWriter } from '../../gateway/http/sse-writer.js';
 
 /** Events read from storage at a time. */
 const PAGE = 500;
