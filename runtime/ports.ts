@@ -453,6 +453,85 @@ export interface OAuthStateStore {
   purgeExpired(now?: Date): Promise<number>;
 }
 
+/** A webhook subscription as stored (the secret included: the HMAC needs it). */
+export type WebhookSubscription = {
+  id: string;
+  url: string;
+  events: string[];
+  secret: string;
+  active: boolean;
+  /** The user whose events it receives; null: every user's (an admin subscription). */
+  ownerUserId: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+};
+
+/** Where a delivery stands: waiting for its (next) attempt, acknowledged with a 2xx, or given up. */
+export type WebhookDeliveryStatus = 'pending' | 'delivered' | 'failed';
+
+/** One row of the outbox. */
+export type WebhookDelivery = {
+  /** Outbox order (identity). */
+  seq: number;
+  deliveryId: string;
+  subscriptionId: string;
+  agentId: string | null;
+  event: string;
+  /** The exact request body sent, signature included. */
+  payload: string;
+  status: WebhookDeliveryStatus;
+  attempts: number;
+  nextAttemptAt: Date;
+  lastStatus: number | null;
+  lastError: string | null;
+  createdAt: Date;
+  deliveredAt: Date | null;
+};
+
+/** A delivery to add to the outbox. */
+export type NewWebhookDelivery = Pick<WebhookDelivery, 'deliveryId' | 'subscriptionId' | 'agentId' | 'event' | 'payload'>;
+
+/** The outcome of one failed attempt: the next one is due `retryAfterMs` from now (the database's clock). */
+export type WebhookAttemptFailure = { attempts: number; failed: boolean; retryAfterMs: number; lastStatus: number | null; lastError: string };
+
+/**
+ * Subscriptions and the delivery outbox. Several processes may share it: a delivery is
+ * attempted only by the process that claimed it (`holder`), and an attempt's outcome is
+ * written only while that process still holds the claim.
+ */
+export type WebhookStore = {
+  /** `ownerUserId` absent or null: an admin subscription, which receives every user's events. */
+  createSubscription(input: { id: string; url: string; events: string[]; secret: string; active: boolean; ownerUserId?: string | null }): Promise<WebhookSubscription>;
+  /** Every subscription, or (with `ownerUserId`) that user's only. */
+  listSubscriptions(options?: { ownerUserId?: string }): Promise<WebhookSubscription[]>;
+  getSubscription(id: string): Promise<WebhookSubscription | undefined>;
+  setActive(id: string, active: boolean): Promise<WebhookSubscription | undefined>;
+  deleteSubscription(id: string): Promise<boolean>;
+  activeSubscriptions(): Promise<WebhookSubscription[]>;
+  /** Adds the deliveries whose subscription still exists and is active (another process may have changed it). */
+  enqueue(deliveries: NewWebhookDelivery[]): Promise<void>;
+  /** One subscription's deliveries, newest first, older than the cursor `after` (a delivery id). */
+  listDeliveries(subscriptionId: string, options: { limit: number; after?: string }): Promise<WebhookDelivery[]>;
+  getDelivery(subscriptionId: string, deliveryId: string): Promise<WebhookDelivery | undefined>;
+  /** Puts a delivery back to pending with fresh attempts. */
+  requeue(subscriptionId: string, deliveryId: string): Promise<WebhookDelivery | undefined>;
+  /**
+   * Claims for `holder`, for `leaseMs`, in one statement, the oldest pending delivery of every
+   * (subscription, agent) whose attempt is due and which nobody holds (or whose claim lapsed).
+   * A later delivery of the same agent is never returned while an earlier one is pending, so
+   * across all processes at most one delivery per (subscription, agent) is in flight.
+   */
+  claimDueHeads(holder: string, leaseMs: number, limit: number): Promise<WebhookDelivery[]>;
+  /** Records a 2xx and clears the claim; false (nothing written) when `holder` no longer holds it. */
+  markDelivered(seq: number, holder: string, status: number): Promise<boolean>;
+  /** Records a failed attempt and clears the claim; false (nothing written) when `holder` no longer holds it. */
+  markFailedAttempt(seq: number, holder: string, failure: WebhookAttemptFailure): Promise<boolean>;
+  /** Gives back claims of `holder` without an attempt: the deliveries stay pending as they were. */
+  releaseClaims(seqs: number[], holder: string): Promise<void>;
+  /** How many deliveries are pending (the backlog, for /metrics); read from the status index. */
+  countPending(): Promise<number>;
+};
+
 /**
  * True for an error the database raised for the data or the statement, not the connection
  * (SQLSTATE classes 22, 23, 42): the same write would fail again, so it is not retried.

@@ -58,4 +58,3 @@ export function createStores(database: Database, options: { memory?: Pick<Memory
 }
 
 export { createWebhookRepository } from './webhook-repository.js';
-export type { NewWebhookDelivery, WebhookDelivery, WebhookDeliveryStatus, WebhookStore, WebhookSubscription } from './webhook-repository.js';

@@ -3,7 +3,7 @@ import { Router, type RequestParamHandler, type Response } from 'express';
 import { ServiceError } from '../../runtime/service-error.js';
 import { WEBHOOK_EVENT_TYPES } from '../../runtime/webhooks/webhook-signature.js';
 import { checkTargetUrl, resolveTarget, WebhookTargetError, type TargetPolicy } from '../../runtime/webhooks/webhook-targets.js';
-import type { WebhookDelivery, WebhookStore, WebhookSubscription } from '../../storage/webhook-repository.js';
+import type { WebhookDelivery, WebhookStore, WebhookSubscription } from '../../runtime/ports.js';
 import { callerOf } from '../http/api-keys.js';
 import { checkIdentifier, isValidIdentifier } from '../chat/chat-request.js';
 import { listLimit, singleQuery } from '../http/list-query.js';

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import type { Logger } from 'winston';
-import type { NewWebhookDelivery, WebhookDelivery, WebhookStore, WebhookSubscription } from '../../storage/webhook-repository.js';
+import type { NewWebhookDelivery, WebhookDelivery, WebhookStore, WebhookSubscription } from '../ports.js';
 import type { DurableWriter } from '../sessions/durable-writer.js';
 import type { EventBus } from '../observability/event-bus.js';
 import { sendWebhook } from './webhook-sender.js';

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import { createWebhookRepository, migrateToLatest, type WebhookStore } from '../../storage/index.js';
+import { createWebhookRepository, migrateToLatest } from '../../storage/index.js';
+import type { WebhookStore } from '../../runtime/ports.js';
 import { databaseTargets, type TestDatabase } from '../support/databases.js';
 
 for (const target of databaseTargets()) {
