@@ -1,8 +1,6 @@
-import type { ChatMessage } from '../../runtime/chat-types.js';
 import type { ConversationRecord, SessionRecord } from '../../runtime/ports.js';
-import { APPROVAL_ROLE, storedToolCall, toTurn, type Turn } from '../../runtime/sessions/conversation-history.js';
+import { APPROVAL_ROLE, storedToolCall } from '../../runtime/sessions/conversation-history.js';
 import { FAILED_REPLY_ROLE, PRIVATE_STEP_ROLE, REASONING_ROLE } from '../../runtime/sessions/supervisor.js';
-import type { StartingItem } from './conversation-request.js';
 import { functionCallItem, outputTextPart } from '../responses/responses-format.js';
 
 /** The prefix of an item's id by the item's type; the rest of the id is its record's id. */
@@ -68,11 +66,6 @@ export function conversationItem(record: ConversationRecord): Record<string, unk
   }
   const role = INPUT_ROLES.has(record.role) ? record.role : 'unknown';
   return { id: itemId('message', record), type: 'message', status: 'completed', role, content: [{ type: 'input_text', text: record.message }] };
-}
-
-/** The turns a conversation's starting items are stored and hashed as: each item's text parts joined. */
-export function startingTurns(items: readonly StartingItem[]): Turn[] {
-  return items.map((item) => toTurn({ role: item.role, content: item.content.map((part) => part.text).join('') } as ChatMessage));
 }
 
 function itemId(type: keyof typeof ID_PREFIX, record: ConversationRecord): string {

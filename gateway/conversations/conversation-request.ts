@@ -1,6 +1,8 @@
 import type { Request } from 'express';
 import { z } from 'zod';
+import type { ChatMessage } from '../../runtime/chat-types.js';
 import type { SessionMetadata } from '../../runtime/ports.js';
+import { toTurn, type Turn } from '../../runtime/sessions/conversation-history.js';
 import { ServiceError } from '../../runtime/service-error.js';
 import { parseRequestBody } from '../chat/chat-request.js';
 import { recordIdOf } from './conversation-format.js';
@@ -31,6 +33,11 @@ const UpdateBody = z.object({ metadata: Metadata.nullable() });
 
 /** A message item a conversation is created with, its content as text parts. */
 export type StartingItem = z.infer<typeof MessageItem>;
+
+/** The turns a conversation's starting items are stored and hashed as: each item's text parts joined. */
+export function startingTurns(items: readonly StartingItem[]): Turn[] {
+  return items.map((item) => toTurn({ role: item.role, content: item.content.map((part) => part.text).join('') } as ChatMessage));
+}
 
 /** A validated `POST /v1/conversations` body. */
 export type ConversationCreation = { items: StartingItem[]; metadata: SessionMetadata };

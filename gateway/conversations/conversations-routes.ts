@@ -4,9 +4,9 @@ import type { SessionRecord } from '../../runtime/ports.js';
 import { EMPTY_HISTORY_HASH, foldHistoryHash } from '../../runtime/sessions/conversation-history.js';
 import { userOf } from '../http/acting-user.js';
 import { checkIdentifier } from '../chat/chat-request.js';
-import { conversationItem, conversationObject, startingTurns } from './conversation-format.js';
+import { conversationItem, conversationObject } from './conversation-format.js';
 import { conversationNotFound, liveConversation } from './conversation-lookup.js';
-import { parseConversationCreation, parseConversationUpdate, parseItemsQuery } from './conversation-request.js';
+import { parseConversationCreation, parseConversationUpdate, parseItemsQuery, startingTurns } from './conversation-request.js';
 import { newItemId } from '../responses/responses-format.js';
 import { deleteSession, type SessionDeletionDeps } from '../../runtime/sessions/session-deletion.js';
 
