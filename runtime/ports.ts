@@ -1,4 +1,4 @@
-import type { ChatMessage, Usage } from './chat-types.js';
+import type { Usage } from './chat-types.js';
 
 /**
  * The ports the runtime needs from storage. `storage/` implements them; tests may pass

@@ -1,7 +1,7 @@
 import { sql, type Kysely, type Selectable } from 'kysely';
 import type { DatabaseSchema, WebhookDeliveriesTable, WebhookSubscriptionsTable } from './database-schema.js';
 import { databaseCalls } from './database-calls.js';
-import type { NewWebhookDelivery, WebhookAttemptFailure, WebhookDelivery, WebhookDeliveryStatus, WebhookStore, WebhookSubscription } from '../runtime/ports.js';
+import type { WebhookDelivery, WebhookDeliveryStatus, WebhookStore, WebhookSubscription } from '../runtime/ports.js';
 
 /** The webhook tables behind the WebhookStore. */
 export function createWebhookRepository(db: Kysely<DatabaseSchema>): WebhookStore {

@@ -6,8 +6,9 @@ import type { Supervisor, TurnHandlers, TurnOutcome, TurnRequest } from '../../r
 import { RUN_STOPPED, type BackgroundRuns } from '../../runtime/responses/background-runs.js';
 import { toServiceError } from '../http/error-handler.js';
 import { ResponseEventLog } from '../../runtime/responses/response-event-log.js';
-import { replayResponse } from '../../runtime/responses/response-replay.js';
-import { bodyTextOf, isFinalStatus, newItemId, responseBody, type ResponseFrame } from './responses-format.js';
+import { isFinalStatus } from '../../runtime/responses/response-status.js';
+import { streamStoredResponse } from './stored-response-stream.js';
+import { bodyTextOf, newItemId, responseBody, type ResponseFrame } from './responses-format.js';
 import { sendJsonText } from '../http/json-answer.js';
 import { responseNotFound, type Continuation } from './responses-history.js';
 import { inputItemRecords, type ResponsesRequest } from './responses-request.js';
@@ -89,7 +90,7 @@ export async function startBackgroundResponse(deps: BackgroundResponseDeps, back
   // The session is known from the start (a background turn never forks: it names its session).
   res.set('X-Session-ID', sessionId);
   deps.runs.run(frame.id, (signal) => runInBackground(deps, background, sessionId, stream, log, signal).finally(release));
-  if (request.stream) await replayResponse(deps, frame.id, queued, -1, res);
+  if (request.stream) await streamStoredResponse(deps, frame.id, queued, -1, res);
   else sendJsonText(res, queuedText.json);
 }
 

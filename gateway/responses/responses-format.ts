@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { toJsonText } from '../../runtime/json-text.js';
 import type { ResponseBody, ResponseBodyText } from '../../runtime/ports.js';
+import type { ResponseStatus } from '../../runtime/responses/response-status.js';
 import type { ToolCall, Usage } from '../../runtime/chat-types.js';
 import { timeDigits } from '../../runtime/sessions/session-ids.js';
 import type { TurnOutcome, TurnStep } from '../../runtime/sessions/supervisor.js';
@@ -151,14 +152,6 @@ export function responseUsage(usage: Usage | null) {
 
 /** What a response object says of its request, whatever its status. */
 export type ResponseFrame = { id: string; createdAt: number; request: ResponsesRequest; store: boolean; background?: boolean };
-
-/** A response's status: `queued` and `in_progress` while it runs (background responses are seen so), then one of the others. */
-export type ResponseStatus = 'queued' | 'in_progress' | 'completed' | 'failed' | 'cancelled';
-
-/** True for the statuses a response ends in. */
-export function isFinalStatus(status: unknown): boolean {
-  return status === 'completed' || status === 'failed' || status === 'cancelled' || status === 'incomplete';
-}
 
 /**
  * A response object (`object: 'response'`) in the shape of OpenAI's schema: `usage` once the

@@ -3,10 +3,11 @@ import type { ChatMessage } from '../../runtime/chat-types.js';
 import type { NewResponseRecord, ResponseBodyText, ResponseStore, SessionStore } from '../../runtime/ports.js';
 import { isServiceError, ServiceError } from '../../runtime/service-error.js';
 import type { Supervisor, TurnOutcome, TurnRequest } from '../../runtime/sessions/supervisor.js';
+import { isFinalStatus } from '../../runtime/responses/response-status.js';
 import { userOf } from '../http/acting-user.js';
 import { listLimit, listOrder, singleQuery } from '../http/list-query.js';
 import { admitTurn, streamingHandlers, type ChatRouteDeps } from '../chat/chat-route.js';
-import { bodyTextOf, finishedResponse, isFinalStatus, newItemId, type ResponseFrame } from './responses-format.js';
+import { bodyTextOf, finishedResponse, newItemId, type ResponseFrame } from './responses-format.js';
 import { ResponseEventStream } from './responses-stream.js';
 import { SseWriter } from '../http/sse-writer.js';
 import { sendJsonText } from '../http/json-answer.js';
@@ -15,7 +16,7 @@ import { continuationFor, ownResponse, type Continuation } from './responses-his
 import { approvalAnswersOf, clientToolsOf, inputItemRecords, inputMessages, parseResponsesRequest, type ResponsesRequest } from './responses-request.js';
 import { unixNow } from '../chat/completion-format.js';
 import { cancelResponse, startBackgroundResponse, type BackgroundResponseDeps } from './responses-background.js';
-import { replayResponse } from '../../runtime/responses/response-replay.js';
+import { streamStoredResponse } from './stored-response-stream.js';
 import type { UsageLimiter } from '../http/usage-limits.js';
 
 /** What the Responses API routes need. */
@@ -68,7 +69,7 @@ export function createResponsesRoutes(deps: ResponsesRouterDeps): { create: Requ
     let record = await ownResponse(deps.responses, userId, id);
     // A response still running whose process stopped is failed before it is shown.
     if (!isFinalStatus(record.body.status) && (await deps.runs.failLapsed()).includes(id)) record = await ownResponse(deps.responses, userId, id);
-    if (stream) await replayResponse(deps, id, record.body, startingAfter, res);
+    if (stream) await streamStoredResponse(deps, id, record.body, startingAfter, res);
     else res.json(record.body);
   });
 

@@ -2,6 +2,7 @@ import type { ToolCallDelta } from '../../runtime/llm/llm-client.js';
 import type { ToolActivity, TurnOutcome } from '../../runtime/sessions/supervisor.js';
 import type { ApprovalRequest } from '../../runtime/tools/tool-approvals.js';
 import type { ResponseBodyText } from '../../runtime/ports.js';
+import type { ResponseEventSink } from '../../runtime/responses/response-event-log.js';
 import {
   approvalRequestItem,
   bodyTextOf,
@@ -19,12 +20,6 @@ import {
   type ResponseFrame,
   type ResponseObject,
 } from './responses-format.js';
-
-/**
- * Where a response's events go: a client's stream (an `SseWriter`), or the stored events of a
- * background response, which every client reads. `sequence` is the event's `sequence_number`.
- */
-export type ResponseEventSink = { event(type: string, json: string, sequence: number): void; end(): void };
 
 /** A client function call as it streams in. */
 type StreamedCall = { itemId: string; outputIndex: number; id: string; name: string; arguments: string };

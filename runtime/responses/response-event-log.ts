@@ -1,5 +1,10 @@
 import type { BackgroundResponseEnd, BackgroundResponseStore, NewResponseRecord, ResponseBodyText, StoredResponseEvent } from '../ports.js';
-import type { ResponseEventSink } from '../../gateway/responses/responses-stream.js';
+
+/**
+ * Where a response's events go: a client's stream (an `SseWriter`), or the stored events of a
+ * background response, which every client reads. `sequence` is the event's `sequence_number`.
+ */
+export type ResponseEventSink = { event(type: string, json: string, sequence: number): void; end(): void };
 
 /** How long an event waits for the ones after it before they are stored together. */
 const FLUSH_MS = 50;
