@@ -10,11 +10,11 @@ import { usageTotal, withTotal } from '../../runtime/sessions/call-records.js';
 import type { Supervisor } from '../../runtime/sessions/supervisor.js';
 import type { ToolRunner } from '../../runtime/tools/tool-runner.js';
 import { actingUser, callerOf } from '../http/api-keys.js';
-import { checkIdentifier, isValidIdentifier } from '../chat/chat-request.js';
 import { listLimit, singleQuery } from '../http/list-query.js';
 import { approvalRequestItem } from '../responses/responses-format.js';
 import { callEntry } from './call-format.js';
 import { deleteSession } from '../../runtime/sessions/session-deletion.js';
+import { checkIdentifier, isValidIdentifier } from '../http/text-rules.js';
 
 /** The announced agent resource. */
 export type AgentResource = {

@@ -19,7 +19,7 @@ import type { OAuthStateStore } from '../../runtime/ports.js';
 import { ServiceError } from '../../runtime/service-error.js';
 import type { TokenVault } from '../../runtime/accounts/token-vault.js';
 import { actingUser, callerOf } from '../http/api-keys.js';
-import { checkIdentifier, MAX_ID_LENGTH } from '../chat/chat-request.js';
+import { checkIdentifier, MAX_ID_LENGTH } from '../http/text-rules.js';
 
 /** How the OAuth routes talk to the provider and the browser. */
 export type AuthRouterSettings = {

@@ -3,12 +3,13 @@ import type { ToolCallDelta } from '../../runtime/llm/llm-client.js';
 import type { Supervisor, ToolActivity, TurnHandlers, TurnRequest } from '../../runtime/sessions/supervisor.js';
 import type { ApprovalRequest } from '../../runtime/tools/tool-approvals.js';
 import { actingUser } from '../http/api-keys.js';
-import { checkIdentifier, parseChatRequest, type ChatRequest } from './chat-request.js';
+import { parseChatRequest, type ChatRequest } from './chat-request.js';
 import { ChunkFormatter, completionBody, newCompletionId, unixNow } from './completion-format.js';
 import { errorBody, toServiceError } from '../http/error-handler.js';
 import { sendJsonText } from '../http/json-answer.js';
 import { SseWriter } from '../http/sse-writer.js';
 import type { UsageLimiter } from '../http/usage-limits.js';
+import { checkIdentifier } from '../http/text-rules.js';
 
 /** What the chat route needs. */
 export type ChatRouteDeps = {

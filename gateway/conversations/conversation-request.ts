@@ -4,10 +4,10 @@ import type { ChatMessage } from '../../runtime/chat-types.js';
 import type { SessionMetadata } from '../../runtime/ports.js';
 import { toTurn, type Turn } from '../../runtime/sessions/conversation-history.js';
 import { ServiceError } from '../../runtime/service-error.js';
-import { parseRequestBody } from '../chat/chat-request.js';
 import { recordIdOf } from './conversation-format.js';
 import { listLimit, listOrder, singleQuery } from '../http/list-query.js';
 import { Metadata } from '../http/metadata.js';
+import { parseRequestBody } from '../http/request-body.js';
 
 /** Most items a conversation may be created with, as OpenAI allows. */
 const MAX_ITEMS = 20;

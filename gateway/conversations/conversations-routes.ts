@@ -3,12 +3,12 @@ import type { EventBus } from '../../runtime/observability/event-bus.js';
 import type { SessionRecord } from '../../runtime/ports.js';
 import { EMPTY_HISTORY_HASH, foldHistoryHash } from '../../runtime/sessions/conversation-history.js';
 import { userOf } from '../http/acting-user.js';
-import { checkIdentifier } from '../chat/chat-request.js';
 import { conversationItem, conversationObject } from './conversation-format.js';
 import { conversationNotFound, liveConversation } from './conversation-lookup.js';
 import { parseConversationCreation, parseConversationUpdate, parseItemsQuery, startingTurns } from './conversation-request.js';
 import { newItemId } from '../responses/responses-format.js';
 import { deleteSession, type SessionDeletionDeps } from '../../runtime/sessions/session-deletion.js';
+import { checkIdentifier } from '../http/text-rules.js';
 
 /** What the Conversations API routes need. */
 export type ConversationsRouterDeps = SessionDeletionDeps & {

@@ -1,7 +1,7 @@
 import type { Request, Response } from 'express';
 import { actingUser } from './api-keys.js';
-import { checkIdentifier } from '../chat/chat-request.js';
 import { noteRequestIds } from './request-context.js';
+import { checkIdentifier } from './text-rules.js';
 
 /**
  * The user a request of the OpenAI-style resource APIs (responses, conversations) acts as: the

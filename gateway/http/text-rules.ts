@@ -124,3 +124,21 @@ function decodedSegment(segment: string): string | undefined {
     return undefined;
   }
 }
+
+/** True when `value` can be a user or session id: 1 to 255 characters that keep the text rule. */
+export function isValidIdentifier(value: string): boolean {
+  return value.length > 0 && value.length <= MAX_ID_LENGTH && textFault(value) === null;
+}
+
+/**
+ * Checks a user or session id to look up: 1 to 255 characters that keep the text rule (ids
+ * from a path, query or body kept it already; a header or a route outside the API's may not).
+ */
+export function checkIdentifier(value: string, param: string): string {
+  if (value.length === 0) throw new ServiceError('INVALID_REQUEST', `${param} must not be empty`, { param });
+  checkText(value, param);
+  if (value.length > MAX_ID_LENGTH) {
+    throw new ServiceError('INVALID_REQUEST', `${param} must be at most ${MAX_ID_LENGTH} characters (got ${value.length})`, { param });
+  }
+  return value;
+}

@@ -8,9 +8,9 @@ import { ServiceError } from '../../runtime/service-error.js';
 import { pendingApprovalsOf } from '../../runtime/sessions/pending-approvals.js';
 import type { AgentStatus, SessionRegistry } from '../../runtime/sessions/session-registry.js';
 import { callerOf } from '../http/api-keys.js';
-import { checkIdentifier } from '../chat/chat-request.js';
 import { approvalRequestItem } from '../responses/responses-format.js';
 import { SseWriter } from '../http/sse-writer.js';
+import { checkIdentifier } from '../http/text-rules.js';
 
 /** What the inspector routes are built from. */
 export type InspectRoutesDeps = {

@@ -3,8 +3,8 @@ import type { SessionCursor, SessionStore, SessionUsage } from '../../runtime/po
 import { mergeUsage, usageTotal, withTotal } from '../../runtime/sessions/call-records.js';
 import { ServiceError } from '../../runtime/service-error.js';
 import { actingUser, isAdminCaller } from '../http/api-keys.js';
-import { checkIdentifier } from '../chat/chat-request.js';
 import { singleQuery } from '../http/list-query.js';
+import { checkIdentifier } from '../http/text-rules.js';
 
 /** What `GET /v1/usage` is built from. */
 export type UsageRouterDeps = {

@@ -2,9 +2,10 @@ import { z } from 'zod';
 import type { ChatMessage, ToolDefinition } from '../../runtime/chat-types.js';
 import { ServiceError } from '../../runtime/service-error.js';
 import type { ApprovalAnswer } from '../../runtime/tools/tool-approvals.js';
-import { MAX_ID_LENGTH, parseRequestBody } from '../chat/chat-request.js';
 import { functionToolsOf } from '../http/hosted-tools.js';
 import { Metadata } from '../http/metadata.js';
+import { MAX_ID_LENGTH } from '../http/text-rules.js';
+import { parseRequestBody } from '../http/request-body.js';
 
 /** A text part of an input message (`input_text`; `output_text` in an assistant message a client sends back). */
 const TextPart = z.looseObject({ type: z.enum(['input_text', 'output_text', 'text']), text: z.string() });

@@ -5,8 +5,8 @@ import { WEBHOOK_EVENT_TYPES } from '../../runtime/webhooks/webhook-signature.js
 import { checkTargetUrl, resolveTarget, WebhookTargetError, type TargetPolicy } from '../../runtime/webhooks/webhook-targets.js';
 import type { WebhookDelivery, WebhookStore, WebhookSubscription } from '../../runtime/ports.js';
 import { callerOf } from '../http/api-keys.js';
-import { checkIdentifier, isValidIdentifier } from '../chat/chat-request.js';
 import { listLimit, singleQuery } from '../http/list-query.js';
+import { checkIdentifier, isValidIdentifier } from '../http/text-rules.js';
 
 /** What the webhook routes are built from. */
 export type WebhooksRouterDeps = {
