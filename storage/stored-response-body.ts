@@ -1,7 +1,7 @@
 import type { ResponseBody } from '../runtime/ports.js';
 
 /**
- * The fields of a response object in the order `responseBody` (gateway/responses-format.ts)
+ * The fields of a response object in the order `responseBody` (gateway/responses/responses-format.ts)
  * makes them, which is OpenAI's schema's, each with the value it holds unless its request or
  * its turn set it. A body is stored whole, as the client was sent it; bodies stored by the
  * builds before migration 0015 left out their id and the fields at these values, and reading

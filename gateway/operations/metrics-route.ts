@@ -17,7 +17,7 @@ if (isClusterWorker()) new AggregatorRegistry();
  * `GET /metrics` in the Prometheus text format. In a cluster worker it answers for the whole
  * instance: the primary gathers every worker's metrics (`metricsHandlers`) and sums them. Who
  * may read it is decided before: with API keys, the metrics token or an admin key
- * (gateway/api-keys.ts); without, clients on this machine (gateway/loopback-only.ts).
+ * (gateway/http/api-keys.ts); without, clients on this machine (gateway/http/loopback-only.ts).
  */
 export function createMetricsRoute(metrics: ServiceMetrics): RequestHandler {
   const contentType = metrics.registry.contentType;

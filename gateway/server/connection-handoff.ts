@@ -133,7 +133,7 @@ export type HandedConnections = { allClosed(): Promise<void> };
  * The worker's side: every connection the primary hands over is served by `server`, as if
  * it had accepted it. `server` listens on a loopback port of its own, which nobody is told
  * about, so that Node tracks its connections (request time-outs, closing idle ones); its
- * keep-alive and headers time-outs (set where it is made, gateway/service.ts) apply to them.
+ * keep-alive and headers time-outs (set where it is made, gateway/server/service.ts) apply to them.
  */
 export function acceptHandedConnections(server: HttpServer): HandedConnections {
   const open = new Set<net.Socket>();

@@ -21,7 +21,7 @@ export function createLogger(settings: LogSettings, label?: string): winston.Log
 
 /**
  * How an entry becomes its line. A line about a session whose turn runs for a request carries
- * that request's ids (gateway/request-context.ts); what the entry names itself wins.
+ * that request's ids (gateway/http/request-context.ts); what the entry names itself wins.
  * - text: `<time> <level> [<label>] <message> {"requestId":…,"clientRequestId":…,"sessionId":…,"userId":…,…}`, the stack on the lines below;
  * - json: `{"timestamp","level","message","process","requestId","clientRequestId","sessionId","userId",…,"stack"}` on one line.
  */

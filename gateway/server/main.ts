@@ -42,7 +42,7 @@ async function main(): Promise<void> {
 async function serve(config: AppConfig): Promise<void> {
   const worker = cluster.isWorker ? `worker ${process.env.SVC_WORKER_INDEX ?? cluster.worker?.id}` : undefined;
   const logger = createLogger(config.log, worker);
-  // A worker is handed its connections by the primary (gateway/connection-handoff.ts).
+  // A worker is handed its connections by the primary (gateway/server/connection-handoff.ts).
   const handedConnections = worker ? { publicPort: Number(process.env.SVC_PUBLIC_PORT) } : undefined;
   const starting = startService(config, logger, { handedConnections }).catch((error: Error) => {
     if (error instanceof ConfigError) {

@@ -422,7 +422,7 @@ function httpTimeoutsOf(config: AppConfig): HttpTimeouts {
 
 /**
  * The HTTP server of the app, listening. A cluster worker's serves the connections the primary
- * hands it (gateway/connection-handoff.ts) with these same time-outs.
+ * hands it (gateway/server/connection-handoff.ts) with these same time-outs.
  */
 function listen(app: ReturnType<typeof createApp>, where: ListenOptions, timeouts: HttpTimeouts): Promise<Server> {
   return new Promise((resolve, reject) => {

@@ -79,7 +79,7 @@ async function main(): Promise<void> {
   const events = new EventBus();
   const writer = new DurableWriter(events);
   const llm = createLlmClient({ baseUrl: config.llm.base_url, apiKey: config.llm.api_key, timeoutMs: config.llm.timeout_ms });
-  // Wired as gateway/service.ts wires it, without tools, long-term memory or leases (one process, PGlite).
+  // Wired as gateway/server/service.ts wires it, without tools, long-term memory or leases (one process, PGlite).
   const supervisor = new Supervisor({
     graph: loadGraph(config.state.graph_path).graph,
     llm,

@@ -10,7 +10,7 @@ import type { TestDatabase } from '../support/databases.js';
 
 
 /**
- * A response object with every field `responseBody` (gateway/responses-format.ts) gives it, at
+ * A response object with every field `responseBody` (gateway/responses/responses-format.ts) gives it, at
  * its default unless set in `fields`.
  */
 function responseObject(id: string, fields: Record<string, unknown> = {}): ResponseBody {
