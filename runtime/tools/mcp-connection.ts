@@ -97,9 +97,13 @@ export class McpConnection {
     return this.isClosed;
   }
 
-  /** Calls one tool; rejects on time-out, cancellation, a closed connection or a malformed result. */
-  callTool(name: string, args: Record<string, unknown>, options: { timeoutMs: number; signal: AbortSignal }): Promise<CallToolResult> {
-    return this.client.callTool({ name, arguments: args }, undefined, { timeout: options.timeoutMs, signal: options.signal }) as Promise<CallToolResult>;
+  /**
+   * Calls one tool, with `meta` as the request's `_meta`; rejects on time-out, cancellation, a
+   * closed connection or a malformed result.
+   */
+  callTool(name: string, args: Record<string, unknown>, options: { timeoutMs: number; signal: AbortSignal; meta?: Record<string, string> }): Promise<CallToolResult> {
+    const params = options.meta ? { name, arguments: args, _meta: options.meta } : { name, arguments: args };
+    return this.client.callTool(params, undefined, { timeout: options.timeoutMs, signal: options.signal }) as Promise<CallToolResult>;
   }
 
   /** Why the server process ended, with the last lines of its stderr, when it has. */

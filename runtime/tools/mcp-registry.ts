@@ -10,6 +10,12 @@ import type { AccessTokenSource } from '../ports.js';
 import { isServiceError, ServiceError } from '../service-error.js';
 import type { ManagedToolRunner, ToolCallResult, ToolCallScope, ToolServerStatus, ToolSource } from './tool-runner.js';
 
+/**
+ * The `_meta` key of every tool call's idempotency key: the session id and the model's call id,
+ * the same for every attempt of one call (a server that deduplicates can run it once).
+ */
+export const IDEMPOTENCY_KEY_META = 'io.svc-agent/idempotency-key';
+
 export type { McpLogger } from './mcp-connection.js';
 
 /** What the MCP tool registry is built from. */
@@ -169,7 +175,7 @@ class Registry implements McpRegistry {
 
     const timeoutMs = server.config.timeout_ms ?? this.options.callTimeoutMs;
     try {
-      const answer = await lease.connection.callTool(tool, args.value, { timeoutMs, signal: scope.signal });
+      const answer = await lease.connection.callTool(tool, args.value, { timeoutMs, signal: scope.signal, meta: { [IDEMPOTENCY_KEY_META]: `${scope.sessionId}/${toolCall.id}` } });
       lease.release();
       return finish(formatToolContent(answer), answer.isError === true);
     } catch (error) {

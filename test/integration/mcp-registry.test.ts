@@ -208,6 +208,15 @@ describe('McpRegistry with a misbehaving server', () => {
 
   afterEach(() => registry.close());
 
+  it('sends each call an idempotency key in its _meta: the session id and the model’s call id, the same for every attempt', async () => {
+    const first = answer<Record<string, unknown>>(await callTool(registry, 'test__request-meta', {}, { sessionId: 'session-7' }));
+    const again = answer<Record<string, unknown>>(await callTool(registry, 'test__request-meta', {}, { sessionId: 'session-7' }));
+    expect(first).to.deep.include({ 'io.svc-agent/idempotency-key': 'session-7/call-test__request-meta' });
+    expect(again['io.svc-agent/idempotency-key']).to.equal(first['io.svc-agent/idempotency-key']);
+    const elsewhere = answer<Record<string, unknown>>(await callTool(registry, 'test__request-meta', {}, { sessionId: 'session-8' }));
+    expect(elsewhere['io.svc-agent/idempotency-key']).to.equal('session-8/call-test__request-meta');
+  });
+
   it('sanitises a tool name to the OpenAI pattern when it has other characters', async () => {
     expect(functionNames(registry)).to.include('test__dotted_name');
     expect(answer<string>(await callTool(registry, 'test__dotted_name'))).to.equal('dotted');

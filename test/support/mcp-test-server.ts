@@ -18,7 +18,7 @@ type Mode = 'stdio' | 'http';
 
 /**
  * Our own MCP test server: `whoami` (the token it received), `hang` (answers only when
- * cancelled), `stats`, `dotted.name`; over stdio also `crash` (exits mid-call),
+ * cancelled), `stats`, `dotted.name`, `request-meta` (its request's `_meta`); over stdio also `crash` (exits mid-call),
  * `malformed` (answers with a result that breaks the schema) and `spawn-helper` (starts a
  * helper process that ignores SIGTERM).
  */
@@ -45,6 +45,8 @@ export function createTestMcpServer(mode: Mode, stats: Stats = { cancelled: 0 })
   server.registerTool('stats', { description: 'Reports how many calls were cancelled' }, () => json({ ...stats, pid: process.pid }));
 
   server.registerTool('dotted.name', { description: 'A tool whose name is not an OpenAI function name' }, () => json('dotted'));
+
+  server.registerTool('request-meta', { description: 'Reports the _meta of the request that called it' }, (extra) => json(extra._meta ?? null));
 
   if (mode === 'stdio') {
     server.registerTool('crash', { description: 'Exits the server process in the middle of the call' }, () => {
