@@ -107,7 +107,7 @@ export type ConfigValues = {
     hnsw_ef_search: number;
   };
   state: { graph_path: string; max_tool_rounds: number; max_handoffs: number };
-  sessions: { cache_size: number; idle_ms: number; turn_wait_ms: number; write_wait_ms: number; lease_ms: number };
+  sessions: { cache_size: number; idle_ms: number; turn_wait_ms: number; write_wait_ms: number; lease_ms: number; idempotency_ttl_s: number };
   limits: { requests_per_minute: number; burst: number; concurrent_requests: number };
   metrics: { enabled: boolean; token: string };
   inspect: { page: boolean; websocket_url: string; recent_sessions: number; recent_calls_per_session: number; recent_calls: number; store_calls: boolean };
@@ -306,6 +306,12 @@ export const configSchema: convict.Schema<ConfigValues> = {
       format: 'positive-int',
       default: 15_000,
       env: 'SESSIONS_LEASE_MS',
+    },
+    idempotency_ttl_s: {
+      doc: "How long a request's Idempotency-Key is kept with its answer (a request with the same key and user gets that answer instead of a second turn), in seconds.",
+      format: 'positive-int',
+      default: 86_400,
+      env: 'SESSIONS_IDEMPOTENCY_TTL_S',
     },
   },
   limits: {

@@ -532,6 +532,37 @@ export type WebhookStore = {
   countPending(): Promise<number>;
 };
 
+/** An answer recorded under an idempotency key: its HTTP status, the headers a repeat gets, and its body (a stream's whole text). */
+export type RecordedAnswer = { status: number; headers: Record<string, string>; body: string };
+
+/** A request's idempotency key as stored: `running` while its first request runs (held by `holder`), then `done` with its answer. */
+export type IdempotencyKeyRecord = { requestHash: string; state: 'running' | 'done'; holder: string; answer: RecordedAnswer | null };
+
+/** Which key of which user, and the hash of the request (endpoint and body) it was first used with. */
+export type IdempotencyKeyClaim = { userId: string; key: string; requestHash: string };
+
+/**
+ * Idempotency keys (`Idempotency-Key`), shared by every process: a key is held by the process
+ * running its first request, under a lease it renews, and keeps that request's answer until
+ * it expires.
+ */
+export interface IdempotencyKeyStore {
+  /**
+   * Takes the key for `holder` when it is new, expired, or running with the same request whose
+   * holder's lease lapsed; undefined when it was not taken (read it with `get`).
+   */
+  claim(claim: IdempotencyKeyClaim, holder: string, leaseMs: number, ttlMs: number): Promise<IdempotencyKeyRecord | undefined>;
+  get(userId: string, key: string): Promise<IdempotencyKeyRecord | undefined>;
+  /** Extends `holder`'s lease of a running key; false when it no longer holds it. */
+  renew(userId: string, key: string, holder: string, leaseMs: number): Promise<boolean>;
+  /** Records the answer of the key `holder` runs. */
+  finish(userId: string, key: string, holder: string, answer: RecordedAnswer): Promise<void>;
+  /** Forgets the key `holder` runs, so that the next request with it runs afresh. */
+  release(userId: string, key: string, holder: string): Promise<void>;
+  /** Deletes the expired keys; how many. */
+  deleteExpired(): Promise<number>;
+}
+
 /**
  * True for an error the database raised for the data or the statement, not the connection
  * (SQLSTATE classes 22, 23, 42): the same write would fail again, so it is not retried.

@@ -180,6 +180,21 @@ export type WebhookDeliveriesTable = {
 };
 
 /** Every table the service's Kysely instance knows. */
+/** The `idempotency_keys` table: each user's keys, the request each was first used with, and its answer. */
+export type IdempotencyKeysTable = {
+  user_id: string;
+  idempotency_key: string;
+  request_hash: string;
+  state: 'running' | 'done';
+  holder: string;
+  lease_until: Date;
+  expires_at: Date;
+  /** The recorded answer, once done: status, headers (JSON text) and body. */
+  status: number | null;
+  headers: string | null;
+  body: string | null;
+};
+
 export type DatabaseSchema = {
   conversations: ConversationsTable;
   sessions: SessionsTable;
@@ -195,4 +210,5 @@ export type DatabaseSchema = {
   oauth_states: OAuthStatesTable;
   webhook_subscriptions: WebhookSubscriptionsTable;
   webhook_deliveries: WebhookDeliveriesTable;
+  idempotency_keys: IdempotencyKeysTable;
 };

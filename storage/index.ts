@@ -2,11 +2,12 @@
  * Storage: the database factory (PostgreSQL through `pg`, or the embedded PGlite), the
  * migrations, and the repositories implementing the runtime's storage ports.
  */
-import type { BackgroundResponseStore, ConversationStore, EmbedderRecordStore, OAuthStateStore, ResponseStore, SessionStore, TokenStore, VectorMemoryStore } from '../runtime/ports.js';
+import type { BackgroundResponseStore, ConversationStore, EmbedderRecordStore, IdempotencyKeyStore, OAuthStateStore, ResponseStore, SessionStore, TokenStore, VectorMemoryStore } from '../runtime/ports.js';
 import { createBackgroundResponseRepository } from './background-response-repository.js';
 import { createConversationRepository } from './conversation-repository.js';
 import type { Database } from './create-database.js';
 import { createEmbedderRecordRepository } from './embedder-record-repository.js';
+import { createIdempotencyKeyRepository } from './idempotency-key-repository.js';
 import { createMemoryRepository, type MemoryRepositoryOptions } from './memory-repository.js';
 import { createOAuthStateRepository } from './oauth-state-repository.js';
 import { createResponseRepository } from './response-repository.js';
@@ -20,7 +21,7 @@ export { MEMORY_MIGRATION_TABLE, migrateToLatest } from './migrate.js';
 export type { MigrateOptions, MigrationSummary } from './migrate.js';
 export type { ConversationsTable, DatabaseSchema, MemoriesTable, OAuthStatesTable, OAuthTokensTable, SessionsTable } from './database-schema.js';
 export { reembedMemories } from './embedder-record-repository.js';
-export { createBackgroundResponseRepository, createConversationRepository, createEmbedderRecordRepository, createMemoryRepository, createOAuthStateRepository, createResponseRepository, createSessionRepository, createTokenRepository };
+export { createBackgroundResponseRepository, createConversationRepository, createEmbedderRecordRepository, createIdempotencyKeyRepository, createMemoryRepository, createOAuthStateRepository, createResponseRepository, createSessionRepository, createTokenRepository };
 
 /** The stores the runtime is wired with; `memories` only when the database has vector support. */
 export type Stores = {
@@ -34,6 +35,8 @@ export type Stores = {
   tokens: TokenStore;
   /** Pending OAuth logins. */
   oauthStates: OAuthStateStore;
+  /** Requests' idempotency keys and their recorded answers. */
+  idempotencyKeys: IdempotencyKeyStore;
   memories?: VectorMemoryStore;
   /** Which embedder made the stored memories; with `memories`. */
   memoryEmbedder?: EmbedderRecordStore;
@@ -48,6 +51,7 @@ export function createStores(database: Database, options: { memory?: Pick<Memory
     backgroundResponses: createBackgroundResponseRepository(database.db),
     tokens: createTokenRepository(database.db),
     oauthStates: createOAuthStateRepository(database.db),
+    idempotencyKeys: createIdempotencyKeyRepository(database.db),
   };
   if (database.hasVector) {
     const autoAnalyze = database.autoAnalyze;

@@ -297,6 +297,27 @@ export const coreMigrations: Record<string, Migration> = {
         alter column input type text using input::text`.execute(db);
     },
   },
+  '0016_idempotency_keys': {
+    async up(db: Kysely<any>) {
+      // A user's key, the request it was first used with and, once that request ended, its
+      // answer (a stream's whole text), kept until it expires (`sessions.idempotency_ttl_s`).
+      await db.schema
+        .createTable('idempotency_keys')
+        .addColumn('user_id', 'varchar(255)', (column) => column.notNull())
+        .addColumn('idempotency_key', 'varchar(255)', (column) => column.notNull())
+        .addColumn('request_hash', 'varchar(64)', (column) => column.notNull())
+        .addColumn('state', 'varchar(16)', (column) => column.notNull())
+        .addColumn('holder', 'varchar(255)', (column) => column.notNull())
+        .addColumn('lease_until', 'timestamptz', (column) => column.notNull())
+        .addColumn('expires_at', 'timestamptz', (column) => column.notNull())
+        .addColumn('status', 'integer')
+        .addColumn('headers', 'text')
+        .addColumn('body', 'text')
+        .addPrimaryKeyConstraint('idempotency_keys_pkey', ['user_id', 'idempotency_key'])
+        .execute();
+      await db.schema.createIndex('idempotency_keys_expires_at_idx').on('idempotency_keys').column('expires_at').execute();
+    },
+  },
 };
 
 /**

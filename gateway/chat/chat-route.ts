@@ -2,6 +2,7 @@ import type { Request, RequestHandler, Response } from 'express';
 import type { ToolCallDelta } from '../../runtime/llm/llm-client.js';
 import type { Supervisor, ToolActivity, TurnHandlers, TurnRequest } from '../../runtime/sessions/supervisor.js';
 import type { ApprovalRequest } from '../../runtime/tools/tool-approvals.js';
+import type { IdempotencyKeys } from '../../runtime/idempotency/idempotency-keys.js';
 import { actingUser } from '../http/api-keys.js';
 import { parseChatRequest, type ChatRequest } from './chat-request.js';
 import { ChunkFormatter, completionBody, newCompletionId, unixNow } from './completion-format.js';
@@ -10,6 +11,7 @@ import { sendJsonText } from '../http/json-answer.js';
 import { SseWriter } from '../http/sse-writer.js';
 import type { UsageLimiter } from '../http/usage-limits.js';
 import { checkIdentifier } from '../http/text-rules.js';
+import { answeredByKey, answerRecorded } from '../http/idempotency-key.js';
 
 /** What the chat route needs. */
 export type ChatRouteDeps = {
@@ -18,6 +20,8 @@ export type ChatRouteDeps = {
   limiter: UsageLimiter;
   defaults: { userId: string; llmModel: string; temperature: number; maxTokens: number };
   maxMessages: number;
+  /** Requests' `Idempotency-Key`s; without, the header is not read. */
+  idempotencyKeys?: IdempotencyKeys;
 };
 
 /** `POST /v1/chat/completions`: one user turn through the session's agent, as JSON or SSE. */
@@ -25,6 +29,7 @@ export function createChatRoute(deps: ChatRouteDeps): RequestHandler {
   return async (req, res) => {
     const request = parseChatRequest(req.body, { maxMessages: deps.maxMessages });
     const turn = toTurnRequest(req, res, request, deps.defaults);
+    if (deps.idempotencyKeys && (await answeredByKey(req, res, { keys: deps.idempotencyKeys, userId: turn.userId, endpoint: 'chat.completions' }))) return;
     const signal = await admitTurn(deps.limiter, turn.userId, res);
     if (!signal) return;
     if (request.stream) await streamTurn(deps.supervisor, turn, request, res, signal);
@@ -35,19 +40,23 @@ export function createChatRoute(deps: ChatRouteDeps): RequestHandler {
 /**
  * Admits a user's turn under the usage limits; resolves with the signal that aborts the turn
  * when the client goes away, or undefined when it went away while waiting. The permit is held
- * until the response is over: sent, failed, or abandoned by the client.
+ * until the response is over: sent, failed, or abandoned by the client. The first request of
+ * an idempotency key is not aborted: its turn ends and is recorded for the key's retries, and
+ * holds the permit until then.
  */
 export async function admitTurn(limiter: UsageLimiter, userId: string, res: Response): Promise<AbortSignal | undefined> {
   const cancel = new AbortController();
+  const recorded = answerRecorded(res);
   res.on('close', () => {
-    if (!res.writableFinished) cancel.abort();
+    if (!res.writableFinished && !recorded) cancel.abort();
   });
   const release = await limiter.admit(userId);
   if (cancel.signal.aborted) {
     release();
     return undefined;
   }
-  res.once('close', release);
+  if (recorded) void recorded.then(release);
+  else res.once('close', release);
   return cancel.signal;
 }
 

@@ -18,6 +18,8 @@ import { unixNow } from '../chat/completion-format.js';
 import { cancelResponse, startBackgroundResponse, type BackgroundResponseDeps } from './responses-background.js';
 import { streamStoredResponse } from './stored-response-stream.js';
 import type { UsageLimiter } from '../http/usage-limits.js';
+import type { IdempotencyKeys } from '../../runtime/idempotency/idempotency-keys.js';
+import { answeredByKey } from '../http/idempotency-key.js';
 
 /** What the Responses API routes need. */
 export type ResponsesRouterDeps = BackgroundResponseDeps & {
@@ -27,6 +29,8 @@ export type ResponsesRouterDeps = BackgroundResponseDeps & {
   limiter: UsageLimiter;
   defaults: ChatRouteDeps['defaults'];
   maxMessages: number;
+  /** Requests' `Idempotency-Key`s; without, the header is not read. */
+  idempotencyKeys?: IdempotencyKeys;
 };
 
 /**
@@ -41,6 +45,7 @@ export function createResponsesRoutes(deps: ResponsesRouterDeps): { create: Requ
   const create: RequestHandler = async (req, res) => {
     const request = parseResponsesRequest(req.body, { maxMessages: deps.maxMessages });
     const userId = userOf(req, res, deps.defaults.userId);
+    if (deps.idempotencyKeys && (await answeredByKey(req, res, { keys: deps.idempotencyKeys, userId, endpoint: 'responses' }))) return;
     const continuation = await continuationFor(deps, userId, request);
     const frame: ResponseFrame = { id: newItemId('resp'), createdAt: unixNow(), request, store: request.store ?? true, background: request.background ?? false };
     if (request.background) {

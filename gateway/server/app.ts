@@ -2,6 +2,7 @@ import express, { type Express, type RequestHandler, type Router } from 'express
 import type { Logger } from 'winston';
 import type { ServiceMetrics } from '../../runtime/observability/metrics.js';
 import type { Supervisor } from '../../runtime/sessions/supervisor.js';
+import type { IdempotencyKeys } from '../../runtime/idempotency/idempotency-keys.js';
 import type { ToolServerStatus } from '../../runtime/tools/tool-runner.js';
 import type { ApiKeyGuard } from '../http/api-keys.js';
 import { createChatRoute, type ChatRouteDeps } from '../chat/chat-route.js';
@@ -41,6 +42,8 @@ export type AppDeps = {
   maxMessages: number;
   /** Per-user limits on chat requests (`limits.*`). */
   limiter: UsageLimiter;
+  /** Requests' `Idempotency-Key`s (chat completions; the Responses API gets them with its routes). */
+  idempotencyKeys?: IdempotencyKeys;
   defaults: ChatRouteDeps['defaults'];
   llm: { baseUrl: string; apiKey: string; healthTimeoutMs: number; server: () => ServerReport };
   /** The port the service listens on, read when /health answers. */
@@ -94,7 +97,7 @@ export function createApp(deps: AppDeps): Express {
   app.post(
     '/v1/chat/completions',
     ignoredToolsNotice,
-    createChatRoute({ supervisor: deps.supervisor, limiter: deps.limiter, defaults: deps.defaults, maxMessages: deps.maxMessages }),
+    createChatRoute({ supervisor: deps.supervisor, limiter: deps.limiter, defaults: deps.defaults, maxMessages: deps.maxMessages, idempotencyKeys: deps.idempotencyKeys }),
   );
   app.post('/v1/responses', ignoredToolsNotice, deps.responses.create);
   app.use(deps.responses.router);

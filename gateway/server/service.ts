@@ -22,6 +22,8 @@ import { createSessionLeaseRepository } from '../../storage/session-lease-reposi
 import { createDatabase, createStores, migrateToLatest, type CreateDatabaseOptions, type Database } from '../../storage/index.js';
 import { createAgentsRouter, createHistoryHandlers } from '../agents/agents-routes.js';
 import { BackgroundRuns } from '../../runtime/responses/background-runs.js';
+import { IdempotencyKeys } from '../../runtime/idempotency/idempotency-keys.js';
+import { newHolderId } from '../../runtime/sessions/process-identity.js';
 import { createResponsesRoutes } from '../responses/responses-routes.js';
 import { createConversationsRouter } from '../conversations/conversations-routes.js';
 import { createApiKeyGuard } from '../http/api-keys.js';
@@ -235,6 +237,12 @@ export async function startService(config: AppConfig, logger: Logger, options: S
   // Responses left running by a process that stopped are failed now, not at the first sweep;
   // on the embedded database, which one process opens at a time, that is every one left running.
   await backgroundRuns.failLapsed(database.kind === 'pglite');
+  const idempotencyKeys = new IdempotencyKeys(
+    stores.idempotencyKeys,
+    newHolderId(),
+    { ttlMs: config.sessions.idempotency_ttl_s * 1000, leaseMs: config.sessions.lease_ms },
+    (what, error) => logger.warn(`idempotency keys: could not ${what}: ${error instanceof Error ? error.message : String(error)}`),
+  );
   let port = config.app.port;
   const limiter = createUsageLimiter(config.limits, logger);
   const defaults = {
@@ -270,6 +278,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     maxMessages: config.app.max_messages,
     limiter,
     defaults,
+    idempotencyKeys,
     responses: createResponsesRoutes({
       supervisor,
       responses: stores.responses,
@@ -280,6 +289,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
       limiter,
       defaults,
       maxMessages: config.app.max_messages,
+      idempotencyKeys,
     }),
     conversationsRouter: createConversationsRouter({
       supervisor,
@@ -313,6 +323,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
   const close = () =>
     (closing ??= (async () => {
       inspectRoutes.close();
+      idempotencyKeys.stop();
       // Background responses get the same time to end as requests; those still running then are stored as failed.
       const [{ forced }] = await Promise.all([drainServer(server, config.app.shutdown_timeout_ms, { handed, watched }), backgroundRuns.stop(config.app.shutdown_timeout_ms)]);
       if (forced) logger.warn(`requests still running after ${config.app.shutdown_timeout_ms} ms were cut; their turns are cancelled and stored`);

@@ -192,6 +192,25 @@ for (const shared of databases) {
         await client.end();
       }
     });
+
+    it('gives a request whose Idempotency-Key the other process is running that request’s answer, from one turn', async () => {
+      const headers = { 'Content-Type': 'application/json', 'Idempotency-Key': randomUUID() };
+      const body = JSON.stringify({ messages: [{ role: 'user', content: 'once only [[slow:600]]' }] });
+      const running = fetch(`${first.baseURL}/chat/completions`, { method: 'POST', headers, body });
+      await llm.waitForRequest();
+      const waiting = await fetch(`${second.baseURL}/chat/completions`, { method: 'POST', headers, body });
+      const answered = await running;
+      expect(answered.status).to.equal(200);
+      expect(waiting.status).to.equal(200);
+      expect(waiting.headers.get('idempotent-replayed')).to.equal('true');
+      expect(waiting.headers.get('x-session-id')).to.equal(answered.headers.get('x-session-id'));
+      expect(await waiting.text()).to.equal(await answered.text());
+      expect(llm.requests.filter((request) => request.kind === 'chat')).to.have.length(1);
+      expect((await transcript(database.url, answered.headers.get('x-session-id')!)).map((row) => row.message)).to.deep.equal([
+        'once only [[slow:600]]',
+        'Echo: once only [[slow:600]]',
+      ]);
+    });
   });
 }
 
