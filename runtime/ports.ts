@@ -320,6 +320,11 @@ export interface SessionStore {
   updateMetadata(sessionId: string, userId: string, metadata: SessionMetadata): Promise<SessionRecord | undefined>;
   /** The live session of `userId` whose history hash is `historyHash`, if any. */
   findByHistoryHash(userId: string, historyHash: string): Promise<SessionRecord | undefined>;
+  /**
+   * The live sessions of `userId` active in the last `withinMs` whose history hash is none
+   * (no turn ended yet) or `emptyHash` (none answered), newest first, at most `limit`.
+   */
+  unansweredFirstTurns(userId: string, emptyHash: string, withinMs: number, limit: number): Promise<string[]>;
   /** Records the snapshot at rest and sets `lastActive` to now, with the progress's transition log. */
   saveProgress(sessionId: string, progress: SessionProgress): Promise<void>;
   /**

@@ -166,6 +166,20 @@ export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStor
       return row && toRecord(row);
     },
 
+    async unansweredFirstTurns(userId: string, emptyHash: string, withinMs: number, limit: number): Promise<string[]> {
+      const rows = await db
+        .selectFrom('sessions')
+        .select('session_id')
+        .where('user_id', '=', userId)
+        .where((where) => where.or([where('history_hash', 'is', null), where('history_hash', '=', emptyHash)]))
+        .where('deleted_at', 'is', null)
+        .where('last_active', '>', sql<Date>`now() - ${withinMs} * interval '1 millisecond'`)
+        .orderBy('last_active', 'desc')
+        .limit(limit)
+        .execute();
+      return rows.map((row) => row.session_id);
+    },
+
     async findByHistoryHash(userId: string, historyHash: string): Promise<SessionRecord | undefined> {
       const row = await db
         .selectFrom('sessions')

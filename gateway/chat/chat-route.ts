@@ -12,6 +12,7 @@ import { SseWriter } from '../http/sse-writer.js';
 import type { UsageLimiter } from '../http/usage-limits.js';
 import { checkIdentifier } from '../http/text-rules.js';
 import { answeredByKey, answerRecorded } from '../http/idempotency-key.js';
+import { isClientRetry } from '../http/client-retry.js';
 
 /** What the chat route needs. */
 export type ChatRouteDeps = {
@@ -73,6 +74,7 @@ function toTurnRequest(req: Request, res: Response, request: ChatRequest, defaul
     userId,
     requestId: res.locals.requestId as string | undefined,
     sessionHint,
+    retried: isClientRetry(req),
     messages: request.messages,
     clientTools: request.tools ?? undefined,
     params: {

@@ -20,6 +20,7 @@ import { streamStoredResponse } from './stored-response-stream.js';
 import type { UsageLimiter } from '../http/usage-limits.js';
 import type { IdempotencyKeys } from '../../runtime/idempotency/idempotency-keys.js';
 import { answeredByKey } from '../http/idempotency-key.js';
+import { isClientRetry } from '../http/client-retry.js';
 
 /** What the Responses API routes need. */
 export type ResponsesRouterDeps = BackgroundResponseDeps & {
@@ -49,13 +50,13 @@ export function createResponsesRoutes(deps: ResponsesRouterDeps): { create: Requ
     const continuation = await continuationFor(deps, userId, request);
     const frame: ResponseFrame = { id: newItemId('resp'), createdAt: unixNow(), request, store: request.store ?? true, background: request.background ?? false };
     if (request.background) {
-      const turnOf = (from: Continuation | undefined) => turnRequestOf(deps, request, userId, from, res.locals.requestId as string | undefined);
+      const turnOf = (from: Continuation | undefined) => turnRequestOf(deps, request, userId, from, originOf(req, res));
       await startBackgroundResponse(deps, { request, userId, frame, continuation, turnOf, resolveAgain: () => continuationFor(deps, userId, request) }, res);
       return;
     }
     const signal = await admitTurn(deps.limiter, userId, res);
     if (!signal) return;
-    const turn = { deps, request, userId, frame, res, signal };
+    const turn = { deps, request, userId, frame, origin: originOf(req, res), res, signal };
     try {
       await answerTurn({ ...turn, continuation });
     } catch (error) {
@@ -109,11 +110,19 @@ type ResponseTurn = {
   deps: ResponsesRouterDeps;
   request: ResponsesRequest;
   userId: string;
+  origin: RequestOrigin;
   frame: ResponseFrame;
   continuation: Continuation | undefined;
   res: Response;
   signal: AbortSignal;
 };
+
+/** Where a turn's request came from: its id, and whether the client says it retries an earlier attempt. */
+type RequestOrigin = { requestId: string | undefined; retried: boolean };
+
+function originOf(req: Request, res: Response): RequestOrigin {
+  return { requestId: res.locals.requestId as string | undefined, retried: isClientRetry(req) };
+}
 
 /** The session turn of a response, continuing where its continuation says, with the record of its response when one is kept. */
 function turnRequestOf(
@@ -121,7 +130,7 @@ function turnRequestOf(
   request: ResponsesRequest,
   userId: string,
   continuation: Continuation | undefined,
-  requestId: string | undefined,
+  origin: RequestOrigin,
   responseRecord?: TurnRequest['responseRecord'],
   failedResponseRecord?: TurnRequest['failedResponseRecord'],
 ): TurnRequest {
@@ -129,7 +138,8 @@ function turnRequestOf(
   const instructions: ChatMessage[] = request.instructions ? [{ role: 'system', content: request.instructions }] : [];
   return {
     userId,
-    requestId,
+    requestId: origin.requestId,
+    retried: origin.retried,
     sessionHint: continuation?.sessionHint,
     continuesAt: continuation?.continuesAt,
     messages: [...instructions, ...(continuation?.history ?? []), ...inputMessages(request)],
@@ -146,9 +156,9 @@ function turnRequestOf(
 }
 
 /** Runs the turn of a response and answers it, as JSON or as a stream of events. */
-async function answerTurn({ deps, request, userId, frame, continuation, res, signal }: ResponseTurn): Promise<void> {
+async function answerTurn({ deps, request, userId, frame, origin, continuation, res, signal }: ResponseTurn): Promise<void> {
   const turnOf: TurnOf = (responseRecord, failedResponseRecord) =>
-    turnRequestOf(deps, request, userId, continuation, res.locals.requestId as string | undefined, responseRecord, failedResponseRecord);
+    turnRequestOf(deps, request, userId, continuation, origin, responseRecord, failedResponseRecord);
   // Stored with the turn's end, before the client has it, so that it can be continued as soon as it arrives.
   const recordOf: RecordOf = (body, outcome) =>
     frame.store

@@ -122,7 +122,7 @@ export class Supervisor {
     await this.started(handlers.signal);
     // The resent history is hashed once: to find its session and to check it against the stored one.
     const prefixHash = conversation.prefix.length > 0 ? historyHashOf(conversation.prefix) : null;
-    let sessionId = await findSessionId(this.sources, request, prefixHash);
+    let sessionId = await findSessionId(this.sources, request, { ...conversation, prefixHash });
     let { release, generation } = await this.cache.hold(sessionId, handlers.signal);
     try {
       let plan = await planTurn(this.sources, sessionId, generation, request, { ...conversation, prefixHash });

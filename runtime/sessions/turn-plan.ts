@@ -36,14 +36,43 @@ export function conversationOf(request: TurnRequest): ClientConversation {
 /** The roles whose order makes a dialogue: what the last of them is decides what the turn answers. */
 const DIALOGUE_ROLES: ReadonlySet<string> = new Set(['user', 'assistant', 'tool']);
 
-/** The session a request belongs to: the one it names, the one its resent history continues, or a new one. */
-export async function findSessionId(sources: PlanSources, request: TurnRequest, prefixHash: string | null): Promise<string> {
+/**
+ * How long after its start a first turn that was never answered may still be continued by a
+ * retry of it: the openai SDKs time a request out after 10 minutes, then retry.
+ */
+const RETRIED_FIRST_TURN_MS = 15 * 60_000;
+
+/** How many such sessions a retry compares its message with. */
+const RETRIED_FIRST_TURN_CANDIDATES = 5;
+
+/**
+ * The session a request belongs to: the one it names, the one its resent history continues, the
+ * one an earlier attempt of a retried first turn began (`retried`), or a new one.
+ */
+export async function findSessionId(sources: PlanSources, request: TurnRequest, conversation: PlannedConversation): Promise<string> {
   if (request.sessionHint) return request.sessionHint;
+  const { prefixHash } = conversation;
   if (prefixHash !== null) {
     const known = await sources.store.findByHistoryHash(request.userId, prefixHash);
     if (known) return known.sessionId;
+  } else if (request.retried) {
+    const earlier = await earlierAttemptOf(sources, request.userId, conversation.tail.map(toTurn));
+    if (earlier) return earlier;
   }
   return sources.newSessionId();
+}
+
+/**
+ * The session an earlier attempt of a retried first turn began: one of the user's recent
+ * sessions never answered whose stored turns are this turn's (an identical tail can only be an
+ * earlier attempt's commit: a first turn stores nothing else).
+ */
+async function earlierAttemptOf(sources: PlanSources, userId: string, turns: Turn[]): Promise<string | undefined> {
+  if (turns.length === 0) return undefined;
+  for (const sessionId of await sources.store.unansweredFirstTurns(userId, RETRIED_FIRST_TURN_MS, RETRIED_FIRST_TURN_CANDIDATES)) {
+    if (await sources.store.isRetriedTail(sessionId, turns)) return sessionId;
+  }
+  return undefined;
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { EventBus } from '../observability/event-bus.js';
 import type { ConversationStore, LeaseFence, NewConversationRecord, NewResponseRecord, SessionProgress, SessionRecord, SessionStore } from '../ports.js';
 import { databaseUnavailable, ServiceError } from '../service-error.js';
-import type { Turn } from './conversation-history.js';
+import { EMPTY_HISTORY_HASH, type Turn } from './conversation-history.js';
 import type { DurableWriter } from './durable-writer.js';
 
 /** What the turn store is built from. */
@@ -27,6 +27,11 @@ export class TurnStore {
   /** The session with this resent history's hash, if the user has one. */
   findByHistoryHash(userId: string, historyHash: string): Promise<SessionRecord | undefined> {
     return this.read('find session by history', () => this.deps.sessions.findByHistoryHash(userId, historyHash));
+  }
+
+  /** The user's recent sessions whose first turn was never answered, newest first. */
+  unansweredFirstTurns(userId: string, withinMs: number, limit: number): Promise<string[]> {
+    return this.read('find unanswered first turns', () => this.deps.sessions.unansweredFirstTurns(userId, EMPTY_HISTORY_HASH, withinMs, limit));
   }
 
   /** The session's row, created for `userId` if missing; `created` says whether this call made it. */

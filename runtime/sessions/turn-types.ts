@@ -37,6 +37,13 @@ export type TurnRequest = {
   /** The session the client named (X-Session-ID or session_id), if any. */
   sessionHint?: string;
   /**
+   * The client says this request is another attempt at one that failed (the openai SDKs'
+   * `X-Stainless-Retry-Count` above 0): a first turn naming no session then continues the
+   * session its earlier attempt began, if that attempt stored the same message and was never
+   * answered (its worker died, or its client gave up), instead of starting a second one.
+   */
+  retried?: boolean;
+  /**
    * The history hash the named session must be at for this turn (the Responses API continuing
    * a session's newest response). Checked under the session's lock: of two turns continuing
    * the same point, the second fails with SESSION_CONFLICT before anything is stored.

@@ -126,6 +126,22 @@ for (const target of databaseTargets()) {
       expect((await store.get(sessionId))!.metadata).to.deep.equal({ c: '3' });
     });
 
+    it("finds a user's recent sessions whose first turn was never answered, newest first: none ended, or ended at the empty history", async () => {
+      const userId = `user-${randomUUID()}`;
+      const [died, cancelled, answered, deleted, old, others] = [randomUUID(), randomUUID(), randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+      for (const sessionId of [died, cancelled, answered, deleted, old]) await store.claim(sessionId, userId);
+      await store.claim(others, `user-${randomUUID()}`);
+      await store.saveProgress(cancelled, progress({ historyHash: 'empty-hash' }));
+      await store.saveProgress(answered, progress({ historyHash: 'after-a-reply' }));
+      await store.markDeleted(deleted);
+      const now = Date.now();
+      await setLastActive(died, new Date(now - 2_000));
+      await setLastActive(cancelled, new Date(now - 1_000));
+      await setLastActive(old, new Date(now - 120_000));
+      expect(await store.unansweredFirstTurns(userId, 'empty-hash', 60_000, 5)).to.deep.equal([cancelled, died]);
+      expect(await store.unansweredFirstTurns(userId, 'empty-hash', 60_000, 1)).to.deep.equal([cancelled]);
+    });
+
     it('keeps the metadata when a turn ends or progress is saved', async () => {
       const sessionId = randomUUID();
       const userId = `user-${randomUUID()}`;
