@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
+import OpenAI from 'openai';
 import pg from 'pg';
 import { startChild, freePort, type RunningChild } from '../../scripts/bench/child-process.js';
 import { createScratchDatabase, type ScratchDatabase } from '../../scripts/bench/scratch-database.js';
@@ -137,6 +138,53 @@ suite(`a worker killed with SIGKILL in the middle of streams${serverUrl ? '' : '
       await client.end();
     }
   }
+
+  it('stores a first turn the openai SDK retries after its worker died once, in one session, answered', async () => {
+    const primaryPid = service.process.pid!;
+    const users = Array.from({ length: 8 }, (_, index) => `sdk-retry-${index}-${Date.now()}`);
+    let open = 0;
+    let aborted = 0;
+    const onRequest = () => (open += 1);
+    const onAbort = () => {
+      open -= 1;
+      aborted += 1;
+    };
+    const onEnd = () => (open -= 1);
+    llm.on('request', onRequest).on('abort', onAbort).on('finish', onEnd).on('cut', onEnd);
+    // Each LLM answer takes a second, so the turns are open when the worker is killed.
+    llm.script({ match: { lastUserIncludes: 'sdk-retry' }, reply: { delayMs: 1_000 } });
+    // The SDK as applications use it: its own retries after a broken connection (X-Stainless-Retry-Count).
+    const client = new OpenAI({ baseURL, apiKey: 'unused', maxRetries: 4, timeout: REQUEST_BOUND_MS });
+    const turns = Promise.all(
+      users.map((user) =>
+        client.chat.completions.create({ model: 'svc-agent', messages: [{ role: 'user', content: `<${user}> tell me a little story` }] }, { headers: { 'X-User-ID': user } }),
+      ),
+    );
+    await waitFor(() => open >= users.length / 2, 'first turns open at the LLM', REQUEST_BOUND_MS);
+    const [victim] = clusterWorkersOf(primaryPid)
+      .map((pid) => [pid, connectionsOf(pid, port)] as const)
+      .sort((a, b) => b[1] - a[1])[0]!;
+    process.kill(victim, 'SIGKILL');
+    const answers = await turns;
+    llm.off('request', onRequest).off('abort', onAbort).off('finish', onEnd).off('cut', onEnd);
+    llm.reset();
+    expect(aborted, 'the kill broke first turns in flight').to.be.greaterThan(0);
+    expect(answers.map((answer) => answer.choices[0]!.message.content)).to.deep.equal(users.map((user) => `Echo: <${user}> tell me a little story`));
+    const client2 = new pg.Client({ connectionString: database.url });
+    await client2.connect();
+    try {
+      for (const user of users) {
+        const { rows } = await client2.query<{ session_id: string; role: string }>('select session_id, role from conversations where user_id = $1 order by id', [user]);
+        expect(
+          rows.map((row) => row.role),
+          `${user}: its message and reply, once`,
+        ).to.deep.equal(['user', 'assistant']);
+      }
+    } finally {
+      await client2.end();
+    }
+    await waitFor(() => clusterWorkersOf(primaryPid).length === WORKERS, `${WORKERS} workers again`, REQUEST_BOUND_MS);
+  });
 
   it('stores every acknowledged message once and in order (first turns included), leaves no session stuck, and stops cleanly on SIGTERM', async () => {
     const primaryPid = service.process.pid!;
