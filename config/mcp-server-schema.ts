@@ -10,6 +10,14 @@ export const RequireApprovalSchema = z
   })
   .default('never');
 
+/**
+ * Whether every tool of the server may be run again with the same arguments to no further
+ * effect: a call whose outcome the service lost (its process died during it) is then run again
+ * instead of being answered as of unknown outcome. Tools may say so themselves (MCP annotations
+ * `readOnlyHint`, `idempotentHint`).
+ */
+const IdempotentSchema = z.boolean({ error: 'must be true or false' }).default(false);
+
 /** One entry of `mcp_servers.<name>`: how to reach a tool server. */
 export const McpServerSchema = z.discriminatedUnion('transport', [
   z.strictObject({
@@ -21,6 +29,7 @@ export const McpServerSchema = z.discriminatedUnion('transport', [
     per_user: z.boolean().default(false),
     timeout_ms: z.number().int().positive().optional(),
     require_approval: RequireApprovalSchema,
+    idempotent: IdempotentSchema,
   }),
   z.strictObject({
     transport: z.literal('http'),
@@ -29,6 +38,7 @@ export const McpServerSchema = z.discriminatedUnion('transport', [
     per_user: z.boolean().default(false),
     timeout_ms: z.number().int().positive().optional(),
     require_approval: RequireApprovalSchema,
+    idempotent: IdempotentSchema,
   }),
 ]);
 

@@ -69,6 +69,8 @@ const MCP_FIELD_DOCS: Record<string, string> = {
   timeout_ms: 'Time-out of one tool call on this server, in ms; default `tools.call_timeout_ms`.',
   require_approval:
     'Which calls of this server\'s tools wait for the user\'s approval before they run: `never`, `always`, or a list of its tools by their name on the server (e.g. `[get-sum]`, not `everything__get-sum`). A listed name the server does not offer is logged as a warning. See [mcp-servers.md](mcp-servers.md#tool-approvals).',
+  idempotent:
+    'Every tool of this server may run again with the same arguments to no further effect: an approved call whose process died while it ran is run again, instead of the model being told its outcome is unknown. Tools may say so themselves (MCP annotations `readOnlyHint`, `idempotentHint`). See [mcp-servers.md](mcp-servers.md#idempotency-keys).',
 };
 
 type Leaf = { doc?: string; format?: unknown; default?: unknown; env?: string; sensitive?: boolean };

@@ -136,6 +136,13 @@ class Registry implements McpRegistry {
     return required || requiresApproval(server.config, entry.tool.name) ? { server: entry.server, tool: entry.tool.name } : undefined;
   }
 
+  isRepeatable(name: string): boolean {
+    const entry = this.catalogue.get(name);
+    if (!entry) return false;
+    const hints = entry.tool.annotations;
+    return (this.servers.get(entry.server) as ServerHandle).config.idempotent || hints?.readOnlyHint === true || hints?.idempotentHint === true;
+  }
+
   async call(toolCall: ToolCall, scope: ToolCallScope): Promise<ToolCallResult> {
     const name = toolCall.function.name;
     const result = (content: string, isError: boolean): ToolCallResult => ({ toolCallId: toolCall.id, name, content, isError });

@@ -38,6 +38,12 @@ export interface ToolRunner {
    * undefined when its calls run at once, or no tool has the name.
    */
   approvalFor(name: string, required?: boolean): ToolSource | undefined;
+  /**
+   * Whether a call of the tool offered as `name` may run again with the same arguments to no
+   * further effect: the tool says so (MCP annotations `readOnlyHint` or `idempotentHint`), or
+   * its server is configured `idempotent`. False for a name no tool has.
+   */
+  isRepeatable(name: string): boolean;
 }
 
 /** The health of one tool server, as `/health` reports it. */
@@ -76,6 +82,7 @@ export const NO_TOOLS: ManagedToolRunner = {
   definitions: () => [],
   describe: () => '',
   approvalFor: () => undefined,
+  isRepeatable: () => false,
   call: async (toolCall) => ({
     toolCallId: toolCall.id,
     name: toolCall.function.name,

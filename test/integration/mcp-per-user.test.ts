@@ -14,7 +14,7 @@ describe('McpRegistry with a per-user stdio server', () => {
 
   beforeEach(async () => {
     tokens = fakeTokenSource();
-    registry = testRegistry({ servers: { personal: testServerStdioConfig({ per_user: true, require_approval: 'never' }) }, tokens, userProcessIdleMs: 60_000 });
+    registry = testRegistry({ servers: { personal: testServerStdioConfig({ per_user: true, require_approval: 'never', idempotent: false }) }, tokens, userProcessIdleMs: 60_000 });
     await registry.start();
   });
 
@@ -98,7 +98,7 @@ describe('McpRegistry with a per-user server and no token source', () => {
   let registry: ReturnType<typeof testRegistry>;
 
   before(async () => {
-    registry = testRegistry({ servers: { personal: testServerStdioConfig({ per_user: true, require_approval: 'never' }) } });
+    registry = testRegistry({ servers: { personal: testServerStdioConfig({ per_user: true, require_approval: 'never', idempotent: false }) } });
     await registry.start();
   });
 
@@ -121,7 +121,7 @@ describe('McpRegistry idle per-user processes', () => {
   it("stops a user's process when it has been idle for the idle time", async () => {
     const tokens = fakeTokenSource();
     tokens.tokens.set('alice', 'token-alice');
-    registry = testRegistry({ servers: { personal: testServerStdioConfig({ per_user: true, require_approval: 'never' }) }, tokens, userProcessIdleMs: 300 });
+    registry = testRegistry({ servers: { personal: testServerStdioConfig({ per_user: true, require_approval: 'never', idempotent: false }) }, tokens, userProcessIdleMs: 300 });
     await registry.start();
     const { pid } = answer<StdioWhoami>(await callTool(registry, 'personal__whoami', {}, { userId: 'alice' }));
     expect(registry.status().personal?.users).to.equal(1);
@@ -143,7 +143,7 @@ describe('McpRegistry with a per-user HTTP server', () => {
     server = await startHttpTestMcpServer();
     tokens = fakeTokenSource();
     registry = testRegistry({
-      servers: { remote: { transport: 'http', url: server.url, headers: { 'X-Static': 'yes' }, per_user: true, require_approval: 'never' } },
+      servers: { remote: { transport: 'http', url: server.url, headers: { 'X-Static': 'yes' }, per_user: true, require_approval: 'never', idempotent: false } },
       tokens,
     });
     await registry.start();

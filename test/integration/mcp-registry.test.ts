@@ -35,6 +35,12 @@ describe('McpRegistry with server-everything over stdio', () => {
     expect(registry.status().everything).to.include({ status: 'connected', transport: 'stdio', tools: names.length, attempts: 1 });
   });
 
+  it('tells a tool that may run again (MCP annotations readOnlyHint or idempotentHint) from one that may not', () => {
+    expect(registry.isRepeatable('everything__get-sum')).to.equal(true);
+    expect(registry.isRepeatable('everything__toggle-simulated-logging')).to.equal(false);
+    expect(registry.isRepeatable('nowhere__tool')).to.equal(false);
+  });
+
   it('gives each definition the MCP input schema as its parameters when listing', () => {
     const getSum = registry.definitions(['everything__get-sum']);
     expect(getSum).to.have.length(1);
@@ -158,7 +164,7 @@ describe('McpRegistry with server-everything over streamable HTTP', () => {
 
   before(async () => {
     server = await startEverythingHttp();
-    registry = testRegistry({ servers: { everything: { transport: 'http', url: server.url, headers: {}, per_user: false, require_approval: 'never' } } });
+    registry = testRegistry({ servers: { everything: { transport: 'http', url: server.url, headers: {}, per_user: false, require_approval: 'never', idempotent: false } } });
     await registry.start();
   });
 
@@ -207,6 +213,17 @@ describe('McpRegistry with a misbehaving server', () => {
   });
 
   afterEach(() => registry.close());
+
+  it('takes every tool of a server configured idempotent as one that may run again; without the setting, a tool with no annotations may not', async () => {
+    expect(registry.isRepeatable('test__stats')).to.equal(false);
+    const idempotent = testRegistry({ servers: { test: testServerStdioConfig({ idempotent: true }) } });
+    await idempotent.start();
+    try {
+      expect(idempotent.isRepeatable('test__stats')).to.equal(true);
+    } finally {
+      await idempotent.close();
+    }
+  });
 
   it('sends each call an idempotency key in its _meta: the session id and the model’s call id, the same for every attempt', async () => {
     const first = answer<Record<string, unknown>>(await callTool(registry, 'test__request-meta', {}, { sessionId: 'session-7' }));
@@ -308,7 +325,7 @@ describe('McpRegistry with servers that cannot start', () => {
   it('resolves start, marks the server failed and serves the other servers when a command does not exist', async () => {
     registry = testRegistry({
       servers: {
-        missing: { transport: 'stdio', command: '/nonexistent/mcp-server', args: [], env: {}, per_user: false, require_approval: 'never' },
+        missing: { transport: 'stdio', command: '/nonexistent/mcp-server', args: [], env: {}, per_user: false, require_approval: 'never', idempotent: false },
         everything: everythingStdioConfig(),
       },
     });
@@ -324,7 +341,7 @@ describe('McpRegistry with servers that cannot start', () => {
   });
 
   it('retries a failed server in the background when it could not be started', async () => {
-    registry = testRegistry({ servers: { missing: { transport: 'stdio', command: '/nonexistent/mcp-server', args: [], env: {}, per_user: false, require_approval: 'never' } } });
+    registry = testRegistry({ servers: { missing: { transport: 'stdio', command: '/nonexistent/mcp-server', args: [], env: {}, per_user: false, require_approval: 'never', idempotent: false } } });
     await registry.start();
 
     const status = await waitFor(() => {
@@ -344,6 +361,7 @@ describe('McpRegistry with servers that cannot start', () => {
       env: {},
       per_user: false,
       require_approval: 'never' as const,
+      idempotent: false,
     });
     registry = testRegistry({ servers: { one: silent(), two: silent(), three: silent() }, connectTimeoutMs: 600, retry: { initialMs: 60_000, maxMs: 60_000 } });
     const started = performance.now();

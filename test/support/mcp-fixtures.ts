@@ -18,7 +18,7 @@ export const EVERYTHING_ENTRY = fileURLToPath(
 
 /** server-everything over stdio, as a registry entry. */
 export function everythingStdioConfig(): McpServerConfig {
-  return { transport: 'stdio', command: process.execPath, args: [EVERYTHING_ENTRY, 'stdio'], env: {}, per_user: false, require_approval: 'never' };
+  return { transport: 'stdio', command: process.execPath, args: [EVERYTHING_ENTRY, 'stdio'], env: {}, per_user: false, require_approval: 'never', idempotent: false };
 }
 
 /** The `mcp_servers` YAML entry `everything`: server-everything over stdio. */

@@ -86,6 +86,7 @@ export function testServerStdioConfig(overrides: Partial<Extract<McpServerConfig
     cwd: REPO_ROOT,
     per_user: false,
     require_approval: 'never',
+    idempotent: false,
     ...overrides,
   };
 }
