@@ -4,7 +4,7 @@ import type { ApprovalWords } from '../tools/approval-words.js';
 import { checkApprovalAnswers, decideApprovals, notPending, type ApprovalAnswer, type ApprovalRequest } from '../tools/tool-approvals.js';
 import type { ActorCache } from './actor-cache.js';
 import { APPROVAL_ROLE, EMPTY_HISTORY_HASH, splitConversation, storedToolCall, textOf, toTurn, type ClientConversation, type Turn } from './conversation-history.js';
-import { pendingApprovalsOf } from './pending-approvals.js';
+import { decidedApprovalsOf, pendingApprovalsOf, type DecidedApprovals } from './pending-approvals.js';
 import type { TurnStore } from './turn-store.js';
 import { LLM_FAILURE_PREFIX, type TurnPlan, type TurnRequest } from './turn-types.js';
 
@@ -114,21 +114,26 @@ export async function planTurn(
   // the request's can only be that. A row this request created holds nothing yet.
   const mayRetry = conversation.forceNew !== true && !created && turns.length > 0 && (hasUnansweredTurn(session.snapshot) || !cached);
   const isRetry = mayRetry && (await store.isRetriedTail(sessionId, turns));
-  // Explicit approval answers are kept in the transcript before the turn's messages.
-  const toStore = isRetry ? [] : [...answers.map(approvalTurn), ...turns];
+  // Approvals an earlier attempt decided and did not carry out (its process died): this turn does.
+  const decided = decidedApprovalsOf(session.snapshot);
+  const resumed = decided && { decided, isRetry };
+  // Explicit approval answers are kept in the transcript before the turn's messages (an earlier attempt's, once).
+  const toStore = isRetry ? [] : [...(decided ? [] : answers.map(approvalTurn)), ...turns];
   // A row this request created holds no turns; otherwise they are known only when cached.
   const known = created ? [] : cached?.recent;
   const base = { session, isNew, generation, toStore };
   if (prefixHash === null) {
     const recent = isNew ? known : (known ?? (await store.recentTurns(sessionId, sources.shortTermTurns)));
-    const history = isNew ? [] : dialogueOf(recent ?? [], tail);
-    const goesOn = isRetry && !isNew ? [] : tail;
+    // Resuming decided approvals, a retry's stored turns are what goes on after the calls' results, not history.
+    const earlier = resumed && isRetry ? recent?.slice(0, Math.max(0, recent.length - tailTurns.length)) : recent;
+    const history = isNew ? [] : dialogueOf(earlier ?? [], tail);
+    const goesOn = isRetry && !isNew && !resumed ? [] : tail;
     const plan = { ...base, recent, baseHash: session.historyHash ?? EMPTY_HISTORY_HASH, hashed: tailTurns };
-    return withApprovals(plan, history, goesOn, request, sources.approvalWords);
+    return withApprovals(plan, history, goesOn, request, sources.approvalWords, resumed);
   }
   if (isNew) {
     const plan = { ...base, recent: known, baseHash: EMPTY_HISTORY_HASH, hashed: turns };
-    return withApprovals(plan, withoutFailedReplies([...prefix, ...tail]), [], request, sources.approvalWords);
+    return withApprovals(plan, withoutFailedReplies([...prefix, ...tail]), [], request, sources.approvalWords, resumed);
   }
   if (prefixHash !== session.historyHash) {
     // The fork has nothing pending: an answer there can only be to a request it does not have.
@@ -136,7 +141,7 @@ export async function planTurn(
     return 'fork';
   }
   const plan = { ...base, recent: known, baseHash: prefixHash, hashed: tailTurns };
-  return withApprovals(plan, withoutFailedReplies(prefix), tail, request, sources.approvalWords);
+  return withApprovals(plan, withoutFailedReplies(prefix), tail, request, sources.approvalWords, resumed);
 }
 
 /**
@@ -151,9 +156,17 @@ function withApprovals(
   goesOn: ChatMessage[],
   request: TurnRequest,
   words: ApprovalWords,
+  resumed?: { decided: DecidedApprovals; isRetry: boolean },
 ): TurnPlan {
-  const pending = pendingApprovalsOf(plan.session.snapshot);
   const answers = request.approvals ?? [];
+  if (resumed) {
+    // The earlier attempt's decisions stand; a retry may send its answers again, to the same requests.
+    const requests = resumed.decided.decisions.map((decision) => decision.request);
+    checkApprovalAnswers(requests, answers);
+    const after = !resumed.isRetry || resumed.decided.goesOn ? goesOn : [];
+    return { ...plan, dialogue: withHeldCalls(history, requests), approvals: { decisions: resumed.decided.decisions, after, resumed: true } };
+  }
+  const pending = pendingApprovalsOf(plan.session.snapshot);
   checkApprovalAnswers(pending, answers);
   if (pending.length === 0) return { ...plan, dialogue: [...history, ...goesOn] };
   const userText = textOf(goesOn.findLast((message) => message.role === 'user') ?? { role: 'user', content: '' });

@@ -7,13 +7,13 @@ import type { LongTermMemory } from '../memory/long-term-memory.js';
 import type { EventBus } from '../observability/event-bus.js';
 import type { NewCallRecord, SessionProgress, SessionRecord, SessionUsage, TransitionRecord } from '../ports.js';
 import { isServiceError, ServiceError } from '../service-error.js';
-import { approvalQuestion, denialResult, newApprovalRequestId, type ApprovalDecision, type ApprovalRequest } from '../tools/tool-approvals.js';
+import { approvalQuestion, denialResult, newApprovalRequestId, unknownOutcomeResult, type ApprovalDecision, type ApprovalRequest } from '../tools/tool-approvals.js';
 import type { ToolCallResult, ToolCallScope, ToolRunner } from '../tools/tool-runner.js';
 import type { ActorCache, SessionActor } from './actor-cache.js';
 import { foldHistoryHash, textOf, toolCallTurn, toTurn, type Turn } from './conversation-history.js';
 import { handoffIn, stateRequiresApproval, transferTools } from './agent-handoffs.js';
 import { addUsage, llmCallRecord, mergeUsage, startCall, sumUsage, toolCallRecord, usageTotal } from './call-records.js';
-import { withPendingApprovals } from './pending-approvals.js';
+import { withDecidedApprovals, withPendingApprovals } from './pending-approvals.js';
 import type { SessionLeases } from './session-leases.js';
 import { buildContext, withStateSystem } from './prompt-assembly.js';
 import type { TurnStore } from './turn-store.js';
@@ -25,6 +25,7 @@ import {
   type SupervisorSettings,
   type TurnHandlers,
   type TurnOutcome,
+  type PlannedApprovals,
   type TurnPlan,
   type TurnRequest,
   type TurnStep,
@@ -124,7 +125,8 @@ export class TurnRunner {
 
   async run(plan: TurnPlan, request: TurnRequest, clientSystem: ChatMessage[], handlers: TurnHandlers): Promise<TurnOutcome> {
     // A turn that decides approval requests runs on a session that no longer waits on them.
-    const session = plan.approvals ? { ...plan.session, snapshot: withPendingApprovals(plan.session.snapshot, []) } : plan.session;
+    // It is stored with the calls it decided, until its end clears them: a process that finds them there knows this one died.
+    const session = plan.approvals ? { ...plan.session, snapshot: withDecided(plan.session.snapshot, plan.approvals) } : plan.session;
     const { sessionId } = session;
     const { store, settings } = this.deps;
     const started = performance.now();
@@ -177,7 +179,7 @@ export class TurnRunner {
     };
     this.activeTurns.set(sessionId, turn);
     try {
-      const decided = plan.approvals ? await this.decide(turn, sessionId, plan.approvals.decisions, handlers.signal) : [];
+      const decided = plan.approvals ? await this.decide(turn, sessionId, plan.approvals, handlers.signal) : [];
       // The decided calls' results answer the reply that made them; then what goes on.
       const messages = plan.approvals ? [...context, ...decided.map(toolMessage), ...plan.approvals.after] : context;
       const { actor, startsTurn } = this.cache.actorFor(session, request.userId, messages, plan.generation);
@@ -415,11 +417,16 @@ export class TurnRunner {
    * as they start and finish, with heartbeats to a quiet stream; they become the turn's first
    * steps) and makes the refused ones' results. Returns each request's result, in order.
    */
-  private async decide(turn: ActiveTurn, sessionId: string, decisions: ApprovalDecision[], signal: AbortSignal): Promise<ToolCallResult[]> {
+  private async decide(turn: ActiveTurn, sessionId: string, approvals: PlannedApprovals, signal: AbortSignal): Promise<ToolCallResult[]> {
+    const { decisions } = approvals;
     const scope = { userId: turn.userId, sessionId, signal };
-    const carryOut = (decision: ApprovalDecision) =>
+    const carryOut = (decision: ApprovalDecision) => {
+      if (!decision.approve) return Promise.resolve(denialResult(decision));
+      // An earlier attempt may have run it: only a tool that may run twice runs again.
+      if (approvals.resumed && !this.deps.tools.isRepeatable(decision.request.call.function.name)) return Promise.resolve(this.unknownOutcome(turn, decision));
       // An approved call is recorded in the agent state that asked for it.
-      decision.approve ? this.runCall(turn, decision.request.state ?? '', decision.request.call, scope, decision.request) : Promise.resolve(denialResult(decision));
+      return this.runCall(turn, decision.request.state ?? '', decision.request.call, scope, decision.request);
+    };
     const results = await this.withHeartbeat(turn, () => Promise.all(decisions.map(carryOut)));
     // In the order they started (and were streamed), whichever finished first.
     turn.decidedSteps = decisions.flatMap((decision, index): TurnStep[] =>
@@ -453,6 +460,16 @@ export class TurnRunner {
     this.record(turn, toolCallRecord(recordScope, call, start, { value: result }, approved?.id));
     turn.toolResults.set(call.id, result);
     turn.handlers.onToolActivity?.({ phase: 'finished', call, result, ...approval });
+    return result;
+  }
+
+  /** The result of an approved call an earlier attempt may have run, shown as it would have been. */
+  private unknownOutcome(turn: ActiveTurn, decision: ApprovalDecision): ToolCallResult {
+    const { call, id } = decision.request;
+    const result = unknownOutcomeResult(decision);
+    turn.handlers.onToolActivity?.({ phase: 'started', call, approvalRequestId: id });
+    turn.toolResults.set(call.id, result);
+    turn.handlers.onToolActivity?.({ phase: 'finished', call, result, approvalRequestId: id });
     return result;
   }
 
@@ -595,7 +612,13 @@ function drive(actor: SessionActor, turn: Extract<SessionEvent, { type: 'user.me
  */
 function restingSnapshot(actor: SessionActor, unanswered: boolean, pending: ApprovalRequest[]): unknown {
   const persisted = actor.getPersistedSnapshot() as { context?: Record<string, unknown> };
-  return withPendingApprovals({ ...persisted, context: { ...persisted.context, messages: [] }, unanswered }, pending);
+  // At rest the turn's decided approvals are carried out: their results are stored with it.
+  return withDecidedApprovals(withPendingApprovals({ ...persisted, context: { ...persisted.context, messages: [] }, unanswered }, pending), undefined);
+}
+
+/** A session's snapshot while a turn carries out the approvals it decided: no longer waiting on them, holding them as decided. */
+function withDecided(snapshot: unknown, approvals: PlannedApprovals): unknown {
+  return withDecidedApprovals(withPendingApprovals(snapshot, []), { decisions: approvals.decisions, goesOn: approvals.after.length > 0 });
 }
 
 /** What a session at rest stores as its progress: its row as it is (a turn that settles approvals before it runs). */

@@ -174,7 +174,16 @@ export type SupervisorSettings = {
  * the assistant message that made the calls; their results (an approved call's, or a denial)
  * follow it, then `after` (what goes on: the user's message unless it only answered).
  */
-export type PlannedApprovals = { decisions: ApprovalDecision[]; after: ChatMessage[] };
+export type PlannedApprovals = {
+  decisions: ApprovalDecision[];
+  after: ChatMessage[];
+  /**
+   * An earlier attempt decided them and its process died before their results were stored: an
+   * approved call runs again only if its tool may (`ToolRunner.isRepeatable`); otherwise its
+   * result says its outcome is unknown.
+   */
+  resumed?: boolean;
+};
 
 /** How a resolved turn treats the client's messages. */
 export type TurnPlan = {

@@ -100,6 +100,22 @@ export function denialResult(decision: ApprovalDecision): ToolCallResult {
   };
 }
 
+/**
+ * The result the LLM is given for an approved call that an earlier attempt of the turn started
+ * and whose process died before its result was stored, when the tool may not run twice: it may
+ * or may not have taken effect.
+ */
+export function unknownOutcomeResult(decision: ApprovalDecision): ToolCallResult {
+  const { call, server, tool } = decision.request;
+  return {
+    toolCallId: call.id,
+    name: call.function.name,
+    content: `Error: the outcome of this call of ${tool} (server ${server}) is unknown: the service stopped while carrying it out, so it may or may not have taken effect. Do not assume that it ran or that it did not; check before calling it again.`,
+    isError: true,
+    source: { server, tool },
+  };
+}
+
 function argumentsText(call: ToolCall): string {
   return call.function.arguments.trim() === '' ? '{}' : call.function.arguments;
 }

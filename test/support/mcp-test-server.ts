@@ -1,9 +1,11 @@
 import { spawn } from 'node:child_process';
+import { appendFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { z } from 'zod';
 import type { McpServerConfig } from '../../config/mcp-server-schema.js';
 
 /** The stdio entry of the test server, run with tsx. */
@@ -19,8 +21,8 @@ type Mode = 'stdio' | 'http';
 /**
  * Our own MCP test server: `whoami` (the token it received), `hang` (answers only when
  * cancelled), `stats`, `dotted.name`, `request-meta` (its request's `_meta`); over stdio also `crash` (exits mid-call),
- * `malformed` (answers with a result that breaks the schema) and `spawn-helper` (starts a
- * helper process that ignores SIGTERM).
+ * `malformed` (answers with a result that breaks the schema), `spawn-helper` (starts a
+ * helper process that ignores SIGTERM) and `slow-write` (a side effect in a file, then a slow answer).
  */
 export function createTestMcpServer(mode: Mode, stats: Stats = { cancelled: 0 }): McpServer {
   const server = new McpServer({ name: 'svc-test-server', version: '1.0.0' });
@@ -59,6 +61,18 @@ export function createTestMcpServer(mode: Mode, stats: Stats = { cancelled: 0 })
       process.stdout.write(`${JSON.stringify({ jsonrpc: '2.0', id: extra.requestId, result: { content: 'not a list' } })}\n`);
       return new Promise(() => {});
     });
+
+    // A tool with a side effect: each call appends a line to the file named by MCP_TEST_WRITES_FILE
+    // at its start, then answers after `ms`. The file outlives the server and the service.
+    server.registerTool(
+      'slow-write',
+      { description: 'Writes a line (a side effect), then answers after ms milliseconds', inputSchema: { ms: z.number().int().nonnegative() } },
+      async ({ ms }, extra) => {
+        appendFileSync(process.env.MCP_TEST_WRITES_FILE ?? '/dev/null', `${String(extra._meta?.['io.svc-agent/idempotency-key'] ?? '')}\n`);
+        await new Promise((resolve) => setTimeout(resolve, ms));
+        return json('written');
+      },
+    );
 
     server.registerTool('spawn-helper', { description: 'Starts a helper process that ignores SIGTERM; reports its pid' }, async () => {
       const helper = spawn(
