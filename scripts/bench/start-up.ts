@@ -219,7 +219,7 @@ export function startUpSections(report: StartUpReport): Section[] {
     probe.openMs.toFixed(0),
   ]);
   return [
-    { title: 'Start-up and memory at rest (issue 18)', table: { headers, rows }, lines },
+    { title: 'Start-up and memory at rest', table: { headers, rows }, lines },
     {
       title: 'Cached idle sessions, resident memory',
       table: { headers: ['database', 'sessions', 'rss before MB', 'rss after MB', 'KB per session', 'fill s'], rows: sessionRows },
