@@ -9,7 +9,7 @@ import { compareSelfTime, readSelfTime, type SelfTimeComparison, type SelfTimeRe
 import { averageCpu, postgresPids, waitForQuiet, watchCpu, type CpuUsage } from './bench/cpu-usage.js';
 import { jsonExchange, responsesExchange, responsesStreamExchange, runLoad, runLoadPhase, streamExchange, summariseLoad, type Exchange, type LoadPhase, type LoadResult } from './bench/load.js';
 import { BENCH_USAGE, parseBenchOptions, type Api, type BenchOptions, type SessionMode, type Target } from './bench/options.js';
-import { checkGoals, describeMachine, renderText, writeReport, type BenchReport, type CellResult } from './bench/report.js';
+import { checkGoals, describeMachine, isService, renderText, writeReport, type BenchReport, type CellResult } from './bench/report.js';
 import { measureRecall } from './bench/recall-latency.js';
 import { responsesBodies } from './bench/responses-body.js';
 import { createScratchDatabase, type ScratchDatabase } from './bench/scratch-database.js';
@@ -303,17 +303,19 @@ type MeasuredCell = { setting: CellSetting; phases: MeasuredPhase[] };
  */
 function exchangeOf(run: Run, { target, api, mode, stream, connections, workers, round, warmUp }: CellSetting): Exchange {
   const continued = mode === 'session' || mode === 'pooled';
+  // Named by the cell so that no two cells share a session or an idempotency key.
+  const prefix = `bench-${run.stamp}${round !== undefined ? `-r${round}` : ''}${warmUp ? '-warm-up' : ''}-${target}${workers !== undefined ? `-w${workers}` : ''}-${api}-${stream ? 'stream' : 'json'}-c${connections}`;
+  const keyed = run.options.idempotencyKeys && isService(target);
+  const withKey = (headers: Record<string, string>, worker: number, seq: number) => (keyed ? { ...headers, 'idempotency-key': `${prefix}-${worker}-${seq}` } : headers);
   if (api === 'responses') {
     const headers = { 'content-type': 'application/json' };
-    return (stream ? responsesStreamExchange : responsesExchange)(responsesBodies(stream), () => headers, continued);
+    return (stream ? responsesStreamExchange : responsesExchange)(responsesBodies(stream), (worker, seq) => withKey(headers, worker, seq), continued);
   }
-  // One session per client, named by the cell so that no two cells share a session.
-  const prefix = `bench-${run.stamp}${round !== undefined ? `-r${round}` : ''}${warmUp ? '-warm-up' : ''}-${target}${workers !== undefined ? `-w${workers}` : ''}-${stream ? 'stream' : 'json'}-c${connections}`;
   const headers = Array.from({ length: connections }, (_, worker) => ({
     'content-type': 'application/json',
     ...(continued ? { 'x-session-id': `${prefix}-${worker}` } : {}),
   }));
-  return (stream ? streamExchange : jsonExchange)(chatBodies(stream), (worker) => headers[worker]!);
+  return (stream ? streamExchange : jsonExchange)(chatBodies(stream), (worker, seq) => withKey(headers[worker]!, worker, seq));
 }
 
 /** A phase of a cell as measured: its requests, and the cores each process used meanwhile. */

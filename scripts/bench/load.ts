@@ -200,10 +200,10 @@ function monotonicUs(): number {
 }
 
 /** A POST of a JSON chat body answered by a chat completion whose message has content. */
-export function jsonExchange(bodies: Buffer[], headersFor: (worker: number) => Record<string, string>): Exchange {
+export function jsonExchange(bodies: Buffer[], headersFor: (worker: number, seq: number) => Record<string, string>): Exchange {
   return async (dispatcher, worker, seq) => {
     const started = performance.now();
-    const response = await dispatcher.request({ method: 'POST', path: '/v1/chat/completions', headers: headersFor(worker), body: bodies[seq % bodies.length]! });
+    const response = await dispatcher.request({ method: 'POST', path: '/v1/chat/completions', headers: headersFor(worker, seq), body: bodies[seq % bodies.length]! });
     const text = await response.body.text();
     const totalMs = performance.now() - started;
     if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}: ${text.slice(0, 200)}`);
@@ -214,10 +214,10 @@ export function jsonExchange(bodies: Buffer[], headersFor: (worker: number) => R
 }
 
 /** A streamed chat request: times the first non-empty content piece and the end of the stream, which must close with [DONE]. */
-export function streamExchange(bodies: Buffer[], headersFor: (worker: number) => Record<string, string>): Exchange {
+export function streamExchange(bodies: Buffer[], headersFor: (worker: number, seq: number) => Record<string, string>): Exchange {
   return async (dispatcher, worker, seq) => {
     const started = performance.now();
-    const response = await dispatcher.request({ method: 'POST', path: '/v1/chat/completions', headers: headersFor(worker), body: bodies[seq % bodies.length]! });
+    const response = await dispatcher.request({ method: 'POST', path: '/v1/chat/completions', headers: headersFor(worker, seq), body: bodies[seq % bodies.length]! });
     if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}: ${(await response.body.text()).slice(0, 200)}`);
     response.body.setEncoding('utf8');
     let firstPieceMs: number | undefined;
@@ -257,11 +257,11 @@ function hasContent(data: string): boolean {
  * client continues its own previous response (`previous_response_id`, the `id` of its last
  * answer; none on its first turn), as a client of the Responses API keeps a conversation.
  */
-export function responsesExchange(body: ResponsesBody, headersFor: (worker: number) => Record<string, string>, chain: boolean): Exchange {
+export function responsesExchange(body: ResponsesBody, headersFor: (worker: number, seq: number) => Record<string, string>, chain: boolean): Exchange {
   const previous: (string | undefined)[] = [];
   return async (dispatcher, worker, seq) => {
     const started = performance.now();
-    const response = await dispatcher.request({ method: 'POST', path: '/v1/responses', headers: headersFor(worker), body: body(seq, previous[worker]) });
+    const response = await dispatcher.request({ method: 'POST', path: '/v1/responses', headers: headersFor(worker, seq), body: body(seq, previous[worker]) });
     const text = await response.body.text();
     const totalMs = performance.now() - started;
     if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}: ${text.slice(0, 200)}`);
@@ -278,11 +278,11 @@ export function responsesExchange(body: ResponsesBody, headersFor: (worker: numb
  * `response.output_text.delta` event and the end of the stream, which must have carried
  * `response.completed` with a completed response.
  */
-export function responsesStreamExchange(body: ResponsesBody, headersFor: (worker: number) => Record<string, string>, chain: boolean): Exchange {
+export function responsesStreamExchange(body: ResponsesBody, headersFor: (worker: number, seq: number) => Record<string, string>, chain: boolean): Exchange {
   const previous: (string | undefined)[] = [];
   return async (dispatcher, worker, seq) => {
     const started = performance.now();
-    const response = await dispatcher.request({ method: 'POST', path: '/v1/responses', headers: headersFor(worker), body: body(seq, previous[worker]) });
+    const response = await dispatcher.request({ method: 'POST', path: '/v1/responses', headers: headersFor(worker, seq), body: body(seq, previous[worker]) });
     if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}: ${(await response.body.text()).slice(0, 200)}`);
     response.body.setEncoding('utf8');
     let firstPieceMs: number | undefined;

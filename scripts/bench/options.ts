@@ -34,6 +34,8 @@ export type BenchOptions = {
   /** The APIs of the service targets' cells (the other targets speak chat completions only). */
   apis: Api[];
   stream: boolean;
+  /** Every request of the service cells carries an Idempotency-Key of its own, as a careful client's do. */
+  idempotencyKeys: boolean;
   profile: boolean;
   /** Starts of each service target: its cells are measured once in each, and add their rounds up. */
   rounds: number;
@@ -76,6 +78,7 @@ export const BENCH_USAGE = `Usage: npm run bench -- [options]
   --rounds N             start each service target (pglite, pg) N times and measure its cells in each start, a cell
                          adding its rounds up; the Responses API comparison lists each round's ratios (default 1)
   --no-stream            skip the streaming cells
+  --idempotency-keys     every request of the service cells carries an Idempotency-Key of its own
   --profile              CPU-profile the service (each API apart); alone it means --targets pglite --modes session
                          --concurrency 32 --no-stream
   --quiet-wait S         before each cell, wait up to S seconds for other processes + steal to take < 0.2 cores (default 60; 0: don't)
@@ -108,6 +111,7 @@ export function parseBenchOptions(args: string[]): BenchOptions {
       modes: { type: 'string' },
       apis: { type: 'string' },
       'no-stream': { type: 'boolean', default: false },
+      'idempotency-keys': { type: 'boolean', default: false },
       rounds: { type: 'string' },
       profile: { type: 'boolean', default: false },
       'quiet-wait': { type: 'string' },
@@ -138,6 +142,7 @@ export function parseBenchOptions(args: string[]): BenchOptions {
     modes: oneOf('--modes', list(values.modes ?? (profileOnly ? 'session' : 'session,new')), ['session', 'pooled', 'new'] as const),
     apis: oneOf('--apis', list(values.apis ?? 'chat'), APIS),
     stream: !values['no-stream'] && !profileOnly,
+    idempotencyKeys: values['idempotency-keys'],
     profile: values.profile,
     rounds: values.rounds === undefined ? 1 : count('--rounds', values.rounds),
     quietWaitMs: 1000 * (values['quiet-wait'] !== undefined ? positive('--quiet-wait', values['quiet-wait'], true) : 60),

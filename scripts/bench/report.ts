@@ -80,7 +80,7 @@ const LABELS: Record<Target, string> = {
   pglite: 'service pglite',
   pg: 'service pg',
 };
-const isService = (target: Target) => target === 'pglite' || target === 'pg';
+export const isService = (target: Target) => target === 'pglite' || target === 'pg';
 
 /** A cell's target, with its API when the cells of the run are of more than one. */
 function labelOf(cell: CellResult, cells: CellResult[]): string {

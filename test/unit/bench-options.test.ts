@@ -14,6 +14,11 @@ describe('parseBenchOptions', () => {
     expect(parseBenchOptions(['--quick'])).to.include({ sessions: 2_000, cacheBound: 500, memories: 10_000, queries: 200, starts: 2, cachedSessions: 1_000 });
   });
 
+  it('sends no Idempotency-Key unless --idempotency-keys asks for one on every request', () => {
+    expect(parseBenchOptions([]).idempotencyKeys).to.equal(false);
+    expect(parseBenchOptions(['--idempotency-keys']).idempotencyKeys).to.equal(true);
+  });
+
   it('measures no chat target when the throughput scenario is not selected', () => {
     const options = parseBenchOptions(['--scenario', 'recall,workers', '--targets', 'pg']);
     expect(options.scenarios).to.deep.equal(['recall', 'workers']);
