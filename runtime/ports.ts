@@ -541,7 +541,14 @@ export type WebhookStore = {
 export type RecordedAnswer = { status: number; headers: Record<string, string>; body: string };
 
 /** A request's idempotency key as stored: `running` while its first request runs (held by `holder`), then `done` with its answer. */
-export type IdempotencyKeyRecord = { requestHash: string; state: 'running' | 'done'; holder: string; answer: RecordedAnswer | null };
+export type IdempotencyKeyRecord = {
+  requestHash: string;
+  state: 'running' | 'done';
+  holder: string;
+  answer: RecordedAnswer | null;
+  /** From `claim`: the key was there before (its holder stopped renewing it, or it expired) and is now this one's. */
+  takenOver?: boolean;
+};
 
 /** Which key of which user, and the hash of the request (endpoint and body) it was first used with. */
 export type IdempotencyKeyClaim = { userId: string; key: string; requestHash: string };

@@ -29,8 +29,9 @@ export type ChatRouteDeps = {
 export function createChatRoute(deps: ChatRouteDeps): RequestHandler {
   return async (req, res) => {
     const request = parseChatRequest(req.body, { maxMessages: deps.maxMessages });
-    const turn = toTurnRequest(req, res, request, deps.defaults);
-    if (deps.idempotencyKeys && (await answeredByKey(req, res, { keys: deps.idempotencyKeys, userId: turn.userId, endpoint: 'chat.completions' }))) return;
+    const userId = chatUserOf(req, res, request, deps.defaults.userId);
+    if (deps.idempotencyKeys && (await answeredByKey(req, res, { keys: deps.idempotencyKeys, userId, endpoint: 'chat.completions' }))) return;
+    const turn = toTurnRequest(req, res, request, userId, deps.defaults);
     const signal = await admitTurn(deps.limiter, turn.userId, res);
     if (!signal) return;
     if (request.stream) await streamTurn(deps.supervisor, turn, request, res, signal);
@@ -61,20 +62,24 @@ export async function admitTurn(limiter: UsageLimiter, userId: string, res: Resp
   return cancel.signal;
 }
 
-/** The turn of a request; a key bound to a user acts as that user and may not name another. */
-function toTurnRequest(req: Request, res: Response, request: ChatRequest, defaults: ChatRouteDeps['defaults']): TurnRequest {
+/** The user a chat request acts as: a key bound to a user acts as that user and may not name another. */
+function chatUserOf(req: Request, res: Response, request: ChatRequest, defaultUserId: string): string {
   const named = actingUser(res, [
     { value: req.get('x-user-id'), param: 'X-User-ID' },
     { value: request.user_id ?? undefined, param: 'user_id' },
   ]);
-  const userId = checkIdentifier(named ?? defaults.userId, 'user_id');
+  return checkIdentifier(named ?? defaultUserId, 'user_id');
+}
+
+/** The turn of a request, for `userId`. */
+function toTurnRequest(req: Request, res: Response, request: ChatRequest, userId: string, defaults: ChatRouteDeps['defaults']): TurnRequest {
   // The header was held to the session id rule with the rest of the request (`holdToTextRules`).
   const sessionHint = req.get('x-session-id') ?? request.session_id;
   return {
     userId,
     requestId: res.locals.requestId as string | undefined,
     sessionHint,
-    retried: isClientRetry(req),
+    retried: isClientRetry(req, res),
     messages: request.messages,
     clientTools: request.tools ?? undefined,
     params: {

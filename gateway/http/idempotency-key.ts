@@ -44,7 +44,10 @@ export async function answeredByKey(req: Request, res: Response, keyed: KeyedReq
   checkKey(key);
   const requestHash = createHash('sha256').update(`${keyed.endpoint}\n${JSON.stringify(req.body)}`).digest('hex');
   const gone = new AbortController();
-  res.on('close', () => gone.abort());
+  // Only a client that left early aborts the wait (an abort makes an error object: not for every request).
+  res.on('close', () => {
+    if (!res.writableFinished) gone.abort();
+  });
   const decision = await keyed.keys.decide({ userId: keyed.userId, key, requestHash }, gone.signal);
   switch (decision.kind) {
     case 'reused':
@@ -60,6 +63,8 @@ export async function answeredByKey(req: Request, res: Response, keyed: KeyedReq
     case 'gone':
       return true;
     case 'run':
+      // A key whose first request never ended is this request's earlier attempt.
+      if (decision.retried) res.locals.retriesKey = true;
       record(res, decision.answer, decision.finish);
       return false;
   }

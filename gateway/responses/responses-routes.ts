@@ -121,7 +121,7 @@ type ResponseTurn = {
 type RequestOrigin = { requestId: string | undefined; retried: boolean };
 
 function originOf(req: Request, res: Response): RequestOrigin {
-  return { requestId: res.locals.requestId as string | undefined, retried: isClientRetry(req) };
+  return { requestId: res.locals.requestId as string | undefined, retried: isClientRetry(req, res) };
 }
 
 /** The session turn of a response, continuing where its continuation says, with the record of its response when one is kept. */

@@ -70,8 +70,11 @@ export class LiveAnswer {
 
 /** What a request with an idempotency key does. */
 export type KeyDecision =
-  /** It runs, and its answer is written to `answer` and recorded by `finish`. */
-  | { kind: 'run'; answer: LiveAnswer; finish: (head: AnswerHead, keep: boolean) => Promise<void> }
+  /**
+   * It runs, and its answer is written to `answer` and recorded by `finish`. `retried`: an
+   * earlier request with the key ran and never ended (its process died): this is its retry.
+   */
+  | { kind: 'run'; answer: LiveAnswer; finish: (head: AnswerHead, keep: boolean) => Promise<void>; retried: boolean }
   /** It gets the answer of the key's first request, which this process is running. */
   | { kind: 'join'; answer: LiveAnswer }
   /** It gets the recorded answer of the key's first request. */
@@ -116,7 +119,8 @@ export class IdempotencyKeys {
     for (;;) {
       const here = this.live.get(id);
       if (here) return here.requestHash === claim.requestHash ? { kind: 'join', answer: here } : { kind: 'reused' };
-      if (await this.store.claim(claim, this.holder, this.settings.leaseMs, this.settings.ttlMs)) return this.run(claim);
+      const claimed = await this.store.claim(claim, this.holder, this.settings.leaseMs, this.settings.ttlMs);
+      if (claimed) return this.run(claim, claimed.takenOver === true);
       const record = await this.store.get(claim.userId, claim.key);
       // Deleted or expired since the claim was refused: claim it again.
       if (!record) continue;
@@ -135,7 +139,7 @@ export class IdempotencyKeys {
     clearInterval(this.sweeper);
   }
 
-  private run(claim: IdempotencyKeyClaim): KeyDecision {
+  private run(claim: IdempotencyKeyClaim, retried: boolean): KeyDecision {
     const id = liveId(claim);
     const answer = new LiveAnswer(claim.requestHash);
     this.live.set(id, answer);
@@ -157,7 +161,7 @@ export class IdempotencyKeys {
         this.live.delete(id);
       }
     };
-    return { kind: 'run', answer, finish };
+    return { kind: 'run', answer, finish, retried };
   }
 }
 

@@ -186,6 +186,66 @@ suite(`a worker killed with SIGKILL in the middle of streams${serverUrl ? '' : '
     await waitFor(() => clusterWorkersOf(primaryPid).length === WORKERS, `${WORKERS} workers again`, REQUEST_BOUND_MS);
   });
 
+  it('answers a first turn sent again with its Idempotency-Key after its worker died once, in one session', async () => {
+    const primaryPid = service.process.pid!;
+    const users = Array.from({ length: 8 }, (_, index) => `keyed-retry-${index}-${Date.now()}`);
+    let open = 0;
+    let aborted = 0;
+    const onRequest = () => (open += 1);
+    const onAbort = () => {
+      open -= 1;
+      aborted += 1;
+    };
+    const onEnd = () => (open -= 1);
+    llm.on('request', onRequest).on('abort', onAbort).on('finish', onEnd).on('cut', onEnd);
+    llm.script({ match: { lastUserIncludes: 'keyed-retry' }, reply: { delayMs: 1_000 } });
+    /** A client without the SDK's retry count: it sends the same request, with the same key, until it is answered. */
+    const untilAnswered = async (user: string): Promise<string> => {
+      const init = {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', 'X-User-ID': user, 'Idempotency-Key': `key-${user}` },
+        body: JSON.stringify({ messages: [{ role: 'user', content: `<${user}> tell me a little story` }] }),
+      };
+      for (let attempt = 1; attempt <= ATTEMPTS; attempt += 1) {
+        try {
+          const response = await fetch(`${baseURL}/chat/completions`, { ...init, signal: AbortSignal.timeout(REQUEST_BOUND_MS) });
+          const body = (await response.json()) as { choices: Array<{ message: { content: string } }> };
+          expect(response.status, JSON.stringify(body)).to.equal(200);
+          return body.choices[0]!.message.content;
+        } catch (error) {
+          if (!(error instanceof TypeError)) throw error;
+          await new Promise((resolve) => setTimeout(resolve, RETRY_PAUSE_MS));
+        }
+      }
+      throw new Error(`${user}: not answered in ${ATTEMPTS} attempts`);
+    };
+    const turns = Promise.all(users.map(untilAnswered));
+    await waitFor(() => open >= users.length / 2, 'first turns open at the LLM', REQUEST_BOUND_MS);
+    const [victim] = clusterWorkersOf(primaryPid)
+      .map((pid) => [pid, connectionsOf(pid, port)] as const)
+      .sort((a, b) => b[1] - a[1])[0]!;
+    process.kill(victim, 'SIGKILL');
+    const answers = await turns;
+    llm.off('request', onRequest).off('abort', onAbort).off('finish', onEnd).off('cut', onEnd);
+    llm.reset();
+    expect(aborted, 'the kill broke first turns in flight').to.be.greaterThan(0);
+    expect(answers).to.deep.equal(users.map((user) => `Echo: <${user}> tell me a little story`));
+    const client = new pg.Client({ connectionString: database.url });
+    await client.connect();
+    try {
+      for (const user of users) {
+        const { rows } = await client.query<{ role: string }>('select role from conversations where user_id = $1 order by id', [user]);
+        expect(
+          rows.map((row) => row.role),
+          `${user}: its message and reply, once`,
+        ).to.deep.equal(['user', 'assistant']);
+      }
+    } finally {
+      await client.end();
+    }
+    await waitFor(() => clusterWorkersOf(primaryPid).length === WORKERS, `${WORKERS} workers again`, REQUEST_BOUND_MS);
+  });
+
   it('stores every acknowledged message once and in order (first turns included), leaves no session stuck, and stops cleanly on SIGTERM', async () => {
     const primaryPid = service.process.pid!;
     // The primary logs each replacement worker once it listens.

@@ -30,13 +30,28 @@ for (const target of databaseTargets()) {
 
     it('gives a new key to its first request only, and keeps the answer it records', async () => {
       const claim = claimOf();
-      expect(await keys.claim(claim, 'process-a', 60_000, 86_400_000)).to.deep.equal({ requestHash: 'hash-a', state: 'running', holder: 'process-a', answer: null });
+      expect(await keys.claim(claim, 'process-a', 60_000, 86_400_000)).to.deep.equal({ requestHash: 'hash-a', state: 'running', holder: 'process-a', answer: null, takenOver: false });
       expect(await keys.claim(claim, 'process-b', 60_000, 86_400_000)).to.equal(undefined);
       await keys.finish(claim.userId, claim.key, 'process-a', ANSWER);
       expect(await keys.get(claim.userId, claim.key)).to.deep.equal({ requestHash: 'hash-a', state: 'done', holder: 'process-a', answer: ANSWER });
       // A recorded answer is never taken over, even once its holder stopped renewing.
       await lapse(claim.key, 'lease_until');
       expect(await keys.claim(claim, 'process-b', 60_000, 86_400_000)).to.equal(undefined);
+    });
+
+    it('claims and records concurrent keys together, and gives one key claimed twice at once to one claim', async () => {
+      const [a, b] = [claimOf(), claimOf()];
+      const [first, second, again] = await Promise.all([
+        keys.claim(a, 'process-a', 60_000, 86_400_000),
+        keys.claim(b, 'process-a', 60_000, 86_400_000),
+        keys.claim(a, 'process-b', 60_000, 86_400_000),
+      ]);
+      expect(first).to.deep.include({ holder: 'process-a', takenOver: false });
+      expect(second).to.deep.include({ holder: 'process-a', takenOver: false });
+      expect(again).to.equal(undefined);
+      await Promise.all([keys.finish(a.userId, a.key, 'process-a', ANSWER), keys.finish(b.userId, b.key, 'process-a', { ...ANSWER, status: 400 })]);
+      expect((await keys.get(a.userId, a.key))!.answer).to.deep.equal(ANSWER);
+      expect((await keys.get(b.userId, b.key))!.answer).to.deep.equal({ ...ANSWER, status: 400 });
     });
 
     it('keeps keys apart by user', async () => {
@@ -53,7 +68,7 @@ for (const target of databaseTargets()) {
       await lapse(claim.key, 'lease_until');
       // Another request with the key is not the one that runs under it: it does not take it over.
       expect(await keys.claim({ ...claim, requestHash: 'hash-b' }, 'process-b', 60_000, 86_400_000)).to.equal(undefined);
-      expect(await keys.claim(claim, 'process-b', 60_000, 86_400_000)).to.deep.include({ holder: 'process-b', state: 'running' });
+      expect(await keys.claim(claim, 'process-b', 60_000, 86_400_000)).to.deep.include({ holder: 'process-b', state: 'running', takenOver: true });
       expect(await keys.renew(claim.userId, claim.key, 'process-a', 60_000)).to.equal(false);
       await keys.finish(claim.userId, claim.key, 'process-a', ANSWER);
       await keys.release(claim.userId, claim.key, 'process-a');
