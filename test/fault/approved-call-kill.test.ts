@@ -4,12 +4,13 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import pg from 'pg';
-import { freePort, startChild, type RunningChild } from '../../scripts/bench/child-process.js';
+import { freePort, type RunningChild } from '../../scripts/bench/child-process.js';
 import { createScratchDatabase, type ScratchDatabase } from '../../scripts/bench/scratch-database.js';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
 import { mcpDeploymentFile } from '../support/mcp-fixtures.js';
 import { TEST_SERVER_STDIO_ENTRY } from '../support/mcp-test-server.js';
 import { waitFor } from '../support/wait-for.js';
+import { startServiceProcess } from './service-process.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const LEASE_MS = 1_000;
@@ -68,25 +69,9 @@ onServer(`the service killed while it carries out an approved call${serverUrl ? 
   });
 
   function startService(): Promise<RunningChild> {
-    return startChild({
-      name: 'service',
-      script: 'gateway/server/main.ts',
-      cwd: REPO_ROOT,
-      env: {
-        ...process.env,
-        APP_HOST: '127.0.0.1',
-        APP_PORT: String(port),
-        DB_URL: database.url,
-        CONFIG_FILE: configFile,
-        LLM_BASE_URL: llm.url,
-        LIMITS_REQUESTS_PER_MINUTE: '0',
-        LIMITS_CONCURRENT_REQUESTS: '0',
-        SESSIONS_LEASE_MS: String(LEASE_MS),
-        LOG_LEVEL: 'info',
-      },
-      ready: { line: /listening on/ },
-    });
+    return startServiceProcess({ port, llm, leaseMs: LEASE_MS, env: { DB_URL: database.url, CONFIG_FILE: configFile } });
   }
+
 
   async function chat(messages: Array<{ role: string; content: string }>, sessionId?: string): Promise<{ status: number; content: string; sessionId: string }> {
     const headers: Record<string, string> = { 'Content-Type': 'application/json' };

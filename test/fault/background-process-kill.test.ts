@@ -1,41 +1,24 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import OpenAI from 'openai';
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import pg from 'pg';
-import { freePort, startChild, type RunningChild } from '../../scripts/bench/child-process.js';
+import { freePort, type RunningChild } from '../../scripts/bench/child-process.js';
 import { createScratchDatabase, type ScratchDatabase } from '../../scripts/bench/scratch-database.js';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
 import { clusterWorkersOf } from '../support/cluster-workers.js';
 import { isProcessAlive, waitFor } from '../support/wait-for.js';
+import { startServiceProcess } from './service-process.js';
 
-const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const LEASE_MS = 1_000;
 /** The scripted LLM never answers this turn: it runs until its process dies. */
 const HANGING_INPUT = 'Think about it for a long time [[hang]]';
 
-/** The service as `npm start` runs it, on `port`, with `env` added. */
+/** The service on `port` with `env` added, its sessions and runs leased for LEASE_MS. */
 function startService(port: number, llm: FakeLlm, env: NodeJS.ProcessEnv): Promise<RunningChild> {
-  return startChild({
-    name: 'service',
-    script: 'gateway/server/main.ts',
-    cwd: REPO_ROOT,
-    env: {
-      ...process.env,
-      APP_HOST: '127.0.0.1',
-      APP_PORT: String(port),
-      LLM_BASE_URL: llm.url,
-      LIMITS_REQUESTS_PER_MINUTE: '0',
-      LIMITS_CONCURRENT_REQUESTS: '0',
-      SESSIONS_LEASE_MS: String(LEASE_MS),
-      LOG_LEVEL: 'info',
-      ...env,
-    },
-    ready: { line: /listening on/ },
-  });
+  return startServiceProcess({ port, llm, leaseMs: LEASE_MS, env });
 }
 
 /** Every event of a response's stream read again from the start. */

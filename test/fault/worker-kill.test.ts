@@ -1,18 +1,17 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import OpenAI from 'openai';
 import pg from 'pg';
-import { startChild, freePort, type RunningChild } from '../../scripts/bench/child-process.js';
+import { freePort, type RunningChild } from '../../scripts/bench/child-process.js';
 import { createScratchDatabase, type ScratchDatabase } from '../../scripts/bench/scratch-database.js';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
 import { clusterWorkersOf } from '../support/cluster-workers.js';
 import { isProcessAlive, waitFor } from '../support/wait-for.js';
 import { sendTurn } from './chat-turn.js';
+import { startServiceProcess } from './service-process.js';
 
-const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const WORKERS = 4;
 const CONVERSATIONS = 20;
 const TURNS = 4;
@@ -48,6 +47,14 @@ function connectionsOf(pid: number, port: number): number {
   }).length;
 }
 
+/** Kills the worker of the primary `primaryPid` with the most connections to `port`, so the kill surely breaks requests in flight. */
+function killBusiestWorker(primaryPid: number, port: number): void {
+  const [victim] = clusterWorkersOf(primaryPid)
+    .map((pid) => [pid, connectionsOf(pid, port)] as const)
+    .sort((a, b) => b[1] - a[1])[0]!;
+  process.kill(victim, 'SIGKILL');
+}
+
 const serverUrl = process.env.TEST_DATABASE_URL;
 const suite = serverUrl ? describe : describe.skip;
 
@@ -64,25 +71,13 @@ suite(`a worker killed with SIGKILL in the middle of streams${serverUrl ? '' : '
     // Each streamed word comes 60 ms after the one before: a turn is open for about half a second.
     llm = await startFakeLlm({ pieceDelayMs: 60 });
     port = await freePort();
-    service = await startChild({
-      name: 'service',
-      script: 'gateway/server/main.ts',
-      cwd: REPO_ROOT,
-      env: {
-        ...process.env,
-        APP_WORKERS: String(WORKERS),
-        APP_HOST: '127.0.0.1',
-        APP_PORT: String(port),
-        APP_SHUTDOWN_TIMEOUT_MS: '5000',
-        DB_URL: database.url,
-        LLM_BASE_URL: llm.url,
-        LIMITS_REQUESTS_PER_MINUTE: '0',
-        LIMITS_CONCURRENT_REQUESTS: '0',
-        SESSIONS_LEASE_MS: String(LEASE_MS),
-        LOG_LEVEL: 'info',
-      },
+    service = await startServiceProcess({
+      port,
+      llm,
+      leaseMs: LEASE_MS,
+      env: { APP_WORKERS: String(WORKERS), APP_SHUTDOWN_TIMEOUT_MS: '5000', DB_URL: database.url },
       // The primary says so once every worker listens.
-      ready: { line: /workers listening on port/ },
+      ready: /workers listening on port/,
     });
     baseURL = `http://127.0.0.1:${port}/v1`;
   });
@@ -139,9 +134,15 @@ suite(`a worker killed with SIGKILL in the middle of streams${serverUrl ? '' : '
     }
   }
 
-  it('stores a first turn the openai SDK retries after its worker died once, in one session, answered', async () => {
+  /**
+   * Sends eight users' first turns with `send` (which tries again as its client does), each LLM
+   * answer taking a second; kills the busiest worker once half of them are open at the LLM; then
+   * checks that every turn was answered, that the kill broke some, and that each user's message
+   * and reply are stored once.
+   */
+  async function firstTurnsThroughAKill(tag: string, send: (user: string, content: string) => Promise<string>): Promise<void> {
     const primaryPid = service.process.pid!;
-    const users = Array.from({ length: 8 }, (_, index) => `sdk-retry-${index}-${Date.now()}`);
+    const users = Array.from({ length: 8 }, (_, index) => `${tag}-${index}-${Date.now()}`);
     let open = 0;
     let aborted = 0;
     const onRequest = () => (open += 1);
@@ -151,82 +152,11 @@ suite(`a worker killed with SIGKILL in the middle of streams${serverUrl ? '' : '
     };
     const onEnd = () => (open -= 1);
     llm.on('request', onRequest).on('abort', onAbort).on('finish', onEnd).on('cut', onEnd);
-    // Each LLM answer takes a second, so the turns are open when the worker is killed.
-    llm.script({ match: { lastUserIncludes: 'sdk-retry' }, reply: { delayMs: 1_000 } });
-    // The SDK as applications use it: its own retries after a broken connection (X-Stainless-Retry-Count).
-    const client = new OpenAI({ baseURL, apiKey: 'unused', maxRetries: 4, timeout: REQUEST_BOUND_MS });
-    const turns = Promise.all(
-      users.map((user) =>
-        client.chat.completions.create({ model: 'svc-agent', messages: [{ role: 'user', content: `<${user}> tell me a little story` }] }, { headers: { 'X-User-ID': user } }),
-      ),
-    );
+    llm.script({ match: { lastUserIncludes: tag }, reply: { delayMs: 1_000 } });
+    const turns = Promise.all(users.map((user) => send(user, `<${user}> tell me a little story`)));
     await waitFor(() => open >= users.length / 2, 'first turns open at the LLM', REQUEST_BOUND_MS);
-    const [victim] = clusterWorkersOf(primaryPid)
-      .map((pid) => [pid, connectionsOf(pid, port)] as const)
-      .sort((a, b) => b[1] - a[1])[0]!;
-    process.kill(victim, 'SIGKILL');
+    killBusiestWorker(primaryPid, port);
     const answers = await turns;
-    llm.off('request', onRequest).off('abort', onAbort).off('finish', onEnd).off('cut', onEnd);
-    llm.reset();
-    expect(aborted, 'the kill broke first turns in flight').to.be.greaterThan(0);
-    expect(answers.map((answer) => answer.choices[0]!.message.content)).to.deep.equal(users.map((user) => `Echo: <${user}> tell me a little story`));
-    const client2 = new pg.Client({ connectionString: database.url });
-    await client2.connect();
-    try {
-      for (const user of users) {
-        const { rows } = await client2.query<{ session_id: string; role: string }>('select session_id, role from conversations where user_id = $1 order by id', [user]);
-        expect(
-          rows.map((row) => row.role),
-          `${user}: its message and reply, once`,
-        ).to.deep.equal(['user', 'assistant']);
-      }
-    } finally {
-      await client2.end();
-    }
-    await waitFor(() => clusterWorkersOf(primaryPid).length === WORKERS, `${WORKERS} workers again`, REQUEST_BOUND_MS);
-  });
-
-  it('answers a first turn sent again with its Idempotency-Key after its worker died once, in one session', async () => {
-    const primaryPid = service.process.pid!;
-    const users = Array.from({ length: 8 }, (_, index) => `keyed-retry-${index}-${Date.now()}`);
-    let open = 0;
-    let aborted = 0;
-    const onRequest = () => (open += 1);
-    const onAbort = () => {
-      open -= 1;
-      aborted += 1;
-    };
-    const onEnd = () => (open -= 1);
-    llm.on('request', onRequest).on('abort', onAbort).on('finish', onEnd).on('cut', onEnd);
-    llm.script({ match: { lastUserIncludes: 'keyed-retry' }, reply: { delayMs: 1_000 } });
-    /** A client without the SDK's retry count: it sends the same request, with the same key, until it is answered. */
-    const untilAnswered = async (user: string): Promise<string> => {
-      const init = {
-        method: 'POST',
-        headers: { 'Content-Type': 'application/json', 'X-User-ID': user, 'Idempotency-Key': `key-${user}` },
-        body: JSON.stringify({ messages: [{ role: 'user', content: `<${user}> tell me a little story` }] }),
-      };
-      for (let attempt = 1; attempt <= ATTEMPTS; attempt += 1) {
-        try {
-          const response = await fetch(`${baseURL}/chat/completions`, { ...init, signal: AbortSignal.timeout(REQUEST_BOUND_MS) });
-          const body = (await response.json()) as { choices: Array<{ message: { content: string } }> };
-          expect(response.status, JSON.stringify(body)).to.equal(200);
-          return body.choices[0]!.message.content;
-        } catch (error) {
-          if (!(error instanceof TypeError)) throw error;
-          await new Promise((resolve) => setTimeout(resolve, RETRY_PAUSE_MS));
-        }
-      }
-      throw new Error(`${user}: not answered in ${ATTEMPTS} attempts`);
-    };
-    const turns = Promise.all(users.map(untilAnswered));
-    await waitFor(() => open >= users.length / 2, 'first turns open at the LLM', REQUEST_BOUND_MS);
-    const [victim] = clusterWorkersOf(primaryPid)
-      .map((pid) => [pid, connectionsOf(pid, port)] as const)
-      .sort((a, b) => b[1] - a[1])[0]!;
-    process.kill(victim, 'SIGKILL');
-    const answers = await turns;
-    llm.off('request', onRequest).off('abort', onAbort).off('finish', onEnd).off('cut', onEnd);
     llm.reset();
     expect(aborted, 'the kill broke first turns in flight').to.be.greaterThan(0);
     expect(answers).to.deep.equal(users.map((user) => `Echo: <${user}> tell me a little story`));
@@ -244,6 +174,38 @@ suite(`a worker killed with SIGKILL in the middle of streams${serverUrl ? '' : '
       await client.end();
     }
     await waitFor(() => clusterWorkersOf(primaryPid).length === WORKERS, `${WORKERS} workers again`, REQUEST_BOUND_MS);
+  }
+
+  it('stores a first turn the openai SDK retries after its worker died once, in one session, answered', async () => {
+    // The SDK as applications use it: its own retries after a broken connection (X-Stainless-Retry-Count).
+    const client = new OpenAI({ baseURL, apiKey: 'unused', maxRetries: 4, timeout: REQUEST_BOUND_MS });
+    await firstTurnsThroughAKill('sdk-retry', async (user, content) => {
+      const completion = await client.chat.completions.create({ model: 'svc-agent', messages: [{ role: 'user', content }] }, { headers: { 'X-User-ID': user } });
+      return completion.choices[0]!.message.content!;
+    });
+  });
+
+  it('answers a first turn sent again with its Idempotency-Key after its worker died once, in one session', async () => {
+    // A client without the SDK's retry count: it sends the same request, with the same key, until it is answered.
+    await firstTurnsThroughAKill('keyed-retry', async (user, content) => {
+      const init = {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', 'X-User-ID': user, 'Idempotency-Key': `key-${user}` },
+        body: JSON.stringify({ messages: [{ role: 'user', content }] }),
+      };
+      for (let attempt = 1; attempt <= ATTEMPTS; attempt += 1) {
+        try {
+          const response = await fetch(`${baseURL}/chat/completions`, { ...init, signal: AbortSignal.timeout(REQUEST_BOUND_MS) });
+          const body = (await response.json()) as { choices: Array<{ message: { content: string } }> };
+          expect(response.status, JSON.stringify(body)).to.equal(200);
+          return body.choices[0]!.message.content;
+        } catch (error) {
+          if (!(error instanceof TypeError)) throw error;
+          await new Promise((resolve) => setTimeout(resolve, RETRY_PAUSE_MS));
+        }
+      }
+      throw new Error(`${user}: not answered in ${ATTEMPTS} attempts`);
+    });
   });
 
   it('stores every acknowledged message once and in order (first turns included), leaves no session stuck, and stops cleanly on SIGTERM', async () => {
@@ -267,20 +229,13 @@ suite(`a worker killed with SIGKILL in the middle of streams${serverUrl ? '' : '
     );
 
     const workersBefore = clusterWorkersOf(primaryPid);
-    /** Kills the worker with the most connections, so the kill surely breaks requests in flight. */
-    const killBusiestWorker = () => {
-      const [victim] = clusterWorkersOf(primaryPid)
-        .map((pid) => [pid, connectionsOf(pid, port)] as const)
-        .sort((a, b) => b[1] - a[1])[0]!;
-      process.kill(victim, 'SIGKILL');
-    };
     const sentOf = (turn: number) => attempts.filter((attempt) => attempt.text.includes(`:t${turn}>`)).length;
     // Killed once while most conversations have their first turn open (a retried first turn must not be stored twice),
     // and once on the second turn.
     await waitFor(() => sentOf(1) >= CONVERSATIONS && open >= CONVERSATIONS / 2, 'streams open on the first turn', REQUEST_BOUND_MS);
-    killBusiestWorker();
+    killBusiestWorker(primaryPid, port);
     await waitFor(() => sentOf(2) >= CONVERSATIONS / 2 && open >= CONVERSATIONS / 4, 'streams open on the second turn', REQUEST_BOUND_MS);
-    killBusiestWorker();
+    killBusiestWorker(primaryPid, port);
     await conversations;
 
     const brokenOnTurn = (turn: number) => attempts.filter((attempt) => !attempt.readToDone && attempt.text.includes(`:t${turn}>`)).length;
