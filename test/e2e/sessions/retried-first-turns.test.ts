@@ -29,13 +29,13 @@ describe('a first turn the openai SDK retries (X-Stainless-Retry-Count), naming 
   after(async () => harness?.close());
   beforeEach(() => harness.llm.reset());
 
-  /** The openai client as an application sets it up: a time-out, and the SDK's own retries. */
-  const impatientClient = () => new OpenAI({ baseURL: harness.baseURL, apiKey: ADMIN_KEY, timeout: 600, maxRetries: 2 });
+  /** The openai client as an application sets it up: a time-out (long enough for a turn on a loaded machine, shorter than the slow first answer), and the SDK's own retries. */
+  const impatientClient = () => new OpenAI({ baseURL: harness.baseURL, apiKey: ADMIN_KEY, timeout: 2_000, maxRetries: 2 });
 
   it('continues the session its timed-out attempt began: one session, the message stored once, answered', async () => {
     const userId = `user-${randomUUID()}`;
     // The first attempt's LLM call outlasts the client's time-out; the retry's is answered at once.
-    harness.llm.script({ reply: { content: 'too late', delayMs: 3000 }, times: 1 });
+    harness.llm.script({ reply: { content: 'too late', delayMs: 6_000 }, times: 1 });
     const { data, response } = await impatientClient()
       .chat.completions.create({ model: 'svc-agent', messages: [{ role: 'user', content: 'book the table' }] }, { headers: { 'X-User-ID': userId } })
       .withResponse();
@@ -53,7 +53,7 @@ describe('a first turn the openai SDK retries (X-Stainless-Retry-Count), naming 
 
   it('does the same for the Responses API', async () => {
     const userId = `user-${randomUUID()}`;
-    harness.llm.script({ reply: { content: 'too late', delayMs: 3000 }, times: 1 });
+    harness.llm.script({ reply: { content: 'too late', delayMs: 6_000 }, times: 1 });
     const { data, response } = await impatientClient()
       .responses.create({ input: 'order the flowers' }, { headers: { 'X-User-ID': userId } })
       .withResponse();
