@@ -1,36 +1,18 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import pg from 'pg';
 import { freePort, type RunningChild } from '../../scripts/bench/child-process.js';
 import { createScratchDatabase, type ScratchDatabase } from '../../scripts/bench/scratch-database.js';
 import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
-import { mcpDeploymentFile } from '../support/mcp-fixtures.js';
-import { TEST_SERVER_STDIO_ENTRY } from '../support/mcp-test-server.js';
+import { mcpDeploymentFile, writerServer } from '../support/mcp-fixtures.js';
 import { waitFor } from '../support/wait-for.js';
 import { startServiceProcess } from './service-process.js';
 
-const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const LEASE_MS = 1_000;
 /** The approved call takes this long: the service is killed while it runs. */
 const CALL_MS = 6_000;
-
-/** A stdio test server entry whose `slow-write` calls append a line to `writes` (a side effect that outlives every process). */
-function writerServer(name: string, writes: string, idempotent: boolean): string {
-  return [
-    `  ${name}:`,
-    '    transport: stdio',
-    `    command: ${JSON.stringify(process.execPath)}`,
-    `    args: ["--import", "tsx", ${JSON.stringify(TEST_SERVER_STDIO_ENTRY)}]`,
-    `    cwd: ${JSON.stringify(REPO_ROOT)}`,
-    `    env: { MCP_TEST_WRITES_FILE: ${JSON.stringify(writes)} }`,
-    '    require_approval: always',
-    `    idempotent: ${idempotent}`,
-    '',
-  ].join('\n');
-}
 
 const serverUrl = process.env.TEST_DATABASE_URL;
 const onServer = serverUrl ? describe : describe.skip;
@@ -51,7 +33,10 @@ onServer(`the service killed while it carries out an approved call${serverUrl ? 
     database = await createScratchDatabase(serverUrl!);
     llm = await startFakeLlm();
     port = await freePort();
-    configFile = mcpDeploymentFile(folder, writerServer('once', writesOf('once'), false) + writerServer('again', writesOf('again'), true));
+    configFile = mcpDeploymentFile(
+      folder,
+      writerServer('once', writesOf('once'), { idempotent: false, approval: true }) + writerServer('again', writesOf('again'), { idempotent: true, approval: true }),
+    );
   });
   after(async () => {
     await service?.stop(2_000);

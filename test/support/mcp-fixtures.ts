@@ -8,6 +8,7 @@ import { createMcpRegistry, type McpRegistry, type McpRegistryOptions } from '..
 import type { AccessTokenSource } from '../../runtime/ports.js';
 import type { ToolCallResult } from '../../runtime/tools/tool-runner.js';
 import { freePort } from '../../scripts/bench/child-process.js';
+import { TEST_SERVER_STDIO_ENTRY } from './mcp-test-server.js';
 import { killToExit } from './run-to-exit.js';
 import { waitFor } from './wait-for.js';
 
@@ -29,6 +30,26 @@ export function mcpDeploymentFile(folder: string, servers: string): string {
   const path = join(folder, 'deployment.yaml');
   writeFileSync(path, `mcp_servers:\n${servers}`);
   return path;
+}
+
+/**
+ * The `mcp_servers` entry of a stdio test server `name` whose `slow-write` calls append a line
+ * (the call's idempotency key) to `writes` as they start: a side effect that outlives every
+ * process, counted by the test. `idempotent` declares its calls safe to repeat; `approval`
+ * makes every call wait for the user's approval.
+ */
+export function writerServer(name: string, writes: string, options: { idempotent: boolean; approval?: boolean }): string {
+  return [
+    `  ${name}:`,
+    '    transport: stdio',
+    `    command: ${JSON.stringify(process.execPath)}`,
+    `    args: ["--import", "tsx", ${JSON.stringify(TEST_SERVER_STDIO_ENTRY)}]`,
+    `    cwd: ${JSON.stringify(fileURLToPath(new URL('../../', import.meta.url)))}`,
+    `    env: { MCP_TEST_WRITES_FILE: ${JSON.stringify(writes)} }`,
+    ...(options.approval ? ['    require_approval: always'] : []),
+    `    idempotent: ${options.idempotent}`,
+    '',
+  ].join('\n');
 }
 
 /** A stdio tool server that is slow to start: server-everything behind a gate the test opens. */
