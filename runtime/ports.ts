@@ -576,6 +576,21 @@ export interface IdempotencyKeyStore {
 }
 
 /**
+ * The steps of sessions' running turns as each completes (an LLM round's reply with the tool
+ * calls it makes, before they run; a tool call's result), so that a turn whose process died is
+ * continued from its last stored step. A session keeps the steps of one turn, named by its
+ * `anchor`: storing a step of another turn drops the earlier turn's.
+ */
+export interface TurnStepStore {
+  /** Stores a step of the session's turn `anchor` (a step stored again is left as it is). */
+  record(sessionId: string, anchor: string, step: string, body: string): Promise<void>;
+  /** The stored steps of the session's turn `anchor`, by step. */
+  load(sessionId: string, anchor: string): Promise<Map<string, string>>;
+  /** Drops the session's stored steps. */
+  clear(sessionId: string): Promise<void>;
+}
+
+/**
  * True for an error the database raised for the data or the statement, not the connection
  * (SQLSTATE classes 22, 23, 42): the same write would fail again, so it is not retried.
  */

@@ -53,6 +53,12 @@ export type BackgroundRunsTable = {
   runner: string;
   expires_at: Date;
   cancel_requested: Generated<boolean>;
+  /** The request that started the response (its JSON text), for a process that takes the run over. */
+  request: string | null;
+  /** How many times another process (or this one after a restart) took the run over. */
+  attempts: Generated<number>;
+  /** The sequence number of the last event stored with the run's last stored step. */
+  shown_through: Generated<number>;
 };
 
 /** The `response_events` table: a background response's streaming events, by sequence number. */
@@ -179,7 +185,15 @@ export type WebhookDeliveriesTable = {
   claimed_until: Date | null;
 };
 
-/** Every table the service's Kysely instance knows. */
+/** The `turn_steps` table: the completed steps of each session's running turn (see `TurnStepStore`). */
+export type TurnStepsTable = {
+  session_id: string;
+  step: string;
+  anchor: string;
+  body: string;
+  created_at: Generated<Date>;
+};
+
 /** The `idempotency_keys` table: each user's keys, the request each was first used with, and its answer. */
 export type IdempotencyKeysTable = {
   user_id: string;
@@ -195,6 +209,7 @@ export type IdempotencyKeysTable = {
   body: string | null;
 };
 
+/** Every table the service's Kysely instance knows. */
 export type DatabaseSchema = {
   conversations: ConversationsTable;
   sessions: SessionsTable;
@@ -211,4 +226,5 @@ export type DatabaseSchema = {
   webhook_subscriptions: WebhookSubscriptionsTable;
   webhook_deliveries: WebhookDeliveriesTable;
   idempotency_keys: IdempotencyKeysTable;
+  turn_steps: TurnStepsTable;
 };

@@ -2,7 +2,7 @@
  * Storage: the database factory (PostgreSQL through `pg`, or the embedded PGlite), the
  * migrations, and the repositories implementing the runtime's storage ports.
  */
-import type { BackgroundResponseStore, ConversationStore, EmbedderRecordStore, IdempotencyKeyStore, OAuthStateStore, ResponseStore, SessionStore, TokenStore, VectorMemoryStore } from '../runtime/ports.js';
+import type { BackgroundResponseStore, ConversationStore, EmbedderRecordStore, IdempotencyKeyStore, OAuthStateStore, ResponseStore, SessionStore, TokenStore, TurnStepStore, VectorMemoryStore } from '../runtime/ports.js';
 import { createBackgroundResponseRepository } from './background-response-repository.js';
 import { createConversationRepository } from './conversation-repository.js';
 import type { Database } from './create-database.js';
@@ -13,6 +13,7 @@ import { createOAuthStateRepository } from './oauth-state-repository.js';
 import { createResponseRepository } from './response-repository.js';
 import { createSessionRepository } from './session-repository.js';
 import { createTokenRepository } from './token-repository.js';
+import { createTurnStepRepository } from './turn-step-repository.js';
 
 export { createDatabase, DEFAULT_POOL_SIZE, describeDatabase, redactPassword } from './create-database.js';
 export { DataDirInUseError } from './data-dir-lock.js';
@@ -21,7 +22,7 @@ export { MEMORY_MIGRATION_TABLE, migrateToLatest } from './migrate.js';
 export type { MigrateOptions, MigrationSummary } from './migrate.js';
 export type { ConversationsTable, DatabaseSchema, MemoriesTable, OAuthStatesTable, OAuthTokensTable, SessionsTable } from './database-schema.js';
 export { reembedMemories } from './embedder-record-repository.js';
-export { createBackgroundResponseRepository, createConversationRepository, createEmbedderRecordRepository, createIdempotencyKeyRepository, createMemoryRepository, createOAuthStateRepository, createResponseRepository, createSessionRepository, createTokenRepository };
+export { createBackgroundResponseRepository, createConversationRepository, createEmbedderRecordRepository, createIdempotencyKeyRepository, createMemoryRepository, createOAuthStateRepository, createResponseRepository, createSessionRepository, createTokenRepository, createTurnStepRepository };
 
 /** The stores the runtime is wired with; `memories` only when the database has vector support. */
 export type Stores = {
@@ -37,6 +38,8 @@ export type Stores = {
   oauthStates: OAuthStateStore;
   /** Requests' idempotency keys and their recorded answers. */
   idempotencyKeys: IdempotencyKeyStore;
+  /** The completed steps of sessions' running turns. */
+  turnSteps: TurnStepStore;
   memories?: VectorMemoryStore;
   /** Which embedder made the stored memories; with `memories`. */
   memoryEmbedder?: EmbedderRecordStore;
@@ -52,6 +55,7 @@ export function createStores(database: Database, options: { memory?: Pick<Memory
     tokens: createTokenRepository(database.db),
     oauthStates: createOAuthStateRepository(database.db),
     idempotencyKeys: createIdempotencyKeyRepository(database.db),
+    turnSteps: createTurnStepRepository(database.db),
   };
   if (database.hasVector) {
     const autoAnalyze = database.autoAnalyze;

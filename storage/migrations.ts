@@ -318,6 +318,30 @@ export const coreMigrations: Record<string, Migration> = {
       await db.schema.createIndex('idempotency_keys_expires_at_idx').on('idempotency_keys').column('expires_at').execute();
     },
   },
+  '0017_durable_turns': {
+    async up(db: Kysely<any>) {
+      // The steps of each session's running turn as they complete (an LLM round's reply with
+      // the calls it makes, a tool call's result), for the process that continues the turn
+      // after its own died; `anchor` names the turn (its base history and new messages).
+      await db.schema
+        .createTable('turn_steps')
+        .addColumn('session_id', 'varchar(255)', (column) => column.notNull())
+        .addColumn('anchor', 'varchar(64)', (column) => column.notNull())
+        .addColumn('step', 'varchar(300)', (column) => column.notNull())
+        .addColumn('body', 'text', (column) => column.notNull())
+        .addColumn('created_at', 'timestamptz', (column) => column.notNull().defaultTo(sql`now()`))
+        .addPrimaryKeyConstraint('turn_steps_pkey', ['session_id', 'anchor', 'step'])
+        .execute();
+      // What a background run needs to be taken over by another process: its request, how
+      // many times it was, and the last event its readers were shown at a stored step.
+      await db.schema
+        .alterTable('background_runs')
+        .addColumn('request', 'text')
+        .addColumn('attempts', 'integer', (column) => column.notNull().defaultTo(0))
+        .addColumn('shown_through', 'integer', (column) => column.notNull().defaultTo(1))
+        .execute();
+    },
+  },
 };
 
 /**

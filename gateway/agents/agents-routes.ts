@@ -2,18 +2,16 @@ import { createHash } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Router, type Request, type RequestHandler, type Response } from 'express';
-import type { ConversationRecord, ConversationStore, SessionCursor, SessionRecord, SessionStore, StoredTransition, VectorMemoryStore } from '../../runtime/ports.js';
+import type { ConversationRecord, SessionCursor, SessionRecord, StoredTransition } from '../../runtime/ports.js';
 import { ServiceError } from '../../runtime/service-error.js';
 import { pendingApprovalsOf } from '../../runtime/sessions/pending-approvals.js';
-import type { CallLog } from '../../runtime/observability/call-log.js';
 import { usageTotal, withTotal } from '../../runtime/sessions/call-records.js';
-import type { Supervisor } from '../../runtime/sessions/supervisor.js';
 import type { ToolRunner } from '../../runtime/tools/tool-runner.js';
 import { actingUser, callerOf } from '../http/api-keys.js';
 import { listLimit, singleQuery } from '../http/list-query.js';
 import { approvalRequestItem } from '../responses/responses-format.js';
 import { callEntry } from './call-format.js';
-import { deleteSession } from '../../runtime/sessions/session-deletion.js';
+import { deleteSession, type SessionDeletionDeps } from '../../runtime/sessions/session-deletion.js';
 import { checkIdentifier, isValidIdentifier } from '../http/text-rules.js';
 
 /** The announced agent resource. */
@@ -55,14 +53,7 @@ export type TranscriptEntry = { id: number; role: string; content: string; creat
 export type LogPage<T> = { object: 'list'; data: T[]; has_more: boolean; next_after: number | null };
 
 /** What the agent routes are built from. */
-export type AgentsRouterDeps = {
-  supervisor: Supervisor;
-  sessions: SessionStore;
-  conversations: ConversationStore;
-  /** Absent when long-term memory is off. */
-  memories?: VectorMemoryStore;
-  /** The sessions' recorded LLM and tool calls. */
-  calls: CallLog;
+export type AgentsRouterDeps = SessionDeletionDeps & {
   tools: ToolRunner;
   /** The API key guard every agent route sits behind. */
   requireKey: RequestHandler;

@@ -192,6 +192,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     llm,
     conversations: stores.conversations,
     sessions: stores.sessions,
+    steps: stores.turnSteps,
     writer,
     events,
     memory,
@@ -264,6 +265,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
       conversations: stores.conversations,
       memories: stores.memories,
       calls,
+      steps: stores.turnSteps,
       tools,
       requireKey: apiKeys.requireKey,
       settings: {
@@ -297,6 +299,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
       conversations: stores.conversations,
       memories: stores.memories,
       calls,
+      steps: stores.turnSteps,
       events,
       defaultUserId: defaults.userId,
     }),

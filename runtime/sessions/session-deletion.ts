@@ -1,4 +1,4 @@
-import type { ConversationStore, SessionRecord, SessionStore, VectorMemoryStore } from '../ports.js';
+import type { ConversationStore, SessionRecord, SessionStore, TurnStepStore, VectorMemoryStore } from '../ports.js';
 import type { CallLog } from '../observability/call-log.js';
 import type { Supervisor } from './supervisor.js';
 
@@ -11,6 +11,8 @@ export type SessionDeletionDeps = {
   memories?: VectorMemoryStore;
   /** The sessions' recorded LLM and tool calls. */
   calls: CallLog;
+  /** The steps of sessions' unfinished turns. */
+  steps?: TurnStepStore;
 };
 
 /** How a session's deletion went. */
@@ -48,6 +50,8 @@ export function deleteSession(
       await deps.calls.forget(sessionId);
     }
     await deps.sessions.markDeleted(sessionId);
+    // A deleted session is never continued: an unfinished turn's steps go whatever is kept.
+    await deps.steps?.clear(sessionId);
     const deleted = await deps.sessions.get(sessionId);
     return { wasDeleted: false, deletedAt: deleted?.deletedAt ?? new Date(), exportLocation };
   });

@@ -6,7 +6,7 @@ import type { LlmClient } from '../llm/llm-client.js';
 import type { LongTermMemory } from '../memory/long-term-memory.js';
 import type { EventBus } from '../observability/event-bus.js';
 import type { CallLog } from '../observability/call-log.js';
-import type { ConversationStore, SessionStore } from '../ports.js';
+import type { ConversationStore, SessionStore, TurnStepStore } from '../ports.js';
 import { ServiceError } from '../service-error.js';
 import { notPending } from '../tools/tool-approvals.js';
 import { NO_TOOLS, type ToolRunner } from '../tools/tool-runner.js';
@@ -30,6 +30,8 @@ export type SupervisorDeps = {
   llm: LlmClient;
   conversations: ConversationStore;
   sessions: SessionStore;
+  /** Where turns' steps are stored as they complete, for a later attempt to continue from (see TurnJournal). */
+  steps?: TurnStepStore;
   writer: DurableWriter;
   events: EventBus;
   settings: SupervisorSettings;
@@ -66,6 +68,7 @@ export class Supervisor {
     this.store = new TurnStore({
       conversations: deps.conversations,
       sessions: deps.sessions,
+      steps: deps.steps,
       writer: deps.writer,
       events: deps.events,
       writeWaitMs: settings.writeWaitMs,

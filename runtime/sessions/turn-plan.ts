@@ -121,7 +121,7 @@ export async function planTurn(
   const toStore = isRetry ? [] : [...(decided ? [] : answers.map(approvalTurn)), ...turns];
   // A row this request created holds no turns; otherwise they are known only when cached.
   const known = created ? [] : cached?.recent;
-  const base = { session, isNew, generation, toStore };
+  const base = { session, isNew, generation, toStore, continues: isRetry };
   if (prefixHash === null) {
     const recent = isNew ? known : (known ?? (await store.recentTurns(sessionId, sources.shortTermTurns)));
     // Resuming decided approvals, a retry's stored turns are what goes on after the calls' results, not history.

@@ -8,6 +8,7 @@ import type { EventBus } from '../observability/event-bus.js';
 import type { NewCallRecord, SessionProgress, SessionRecord, SessionUsage, TransitionRecord } from '../ports.js';
 import { isServiceError, ServiceError } from '../service-error.js';
 import { approvalQuestion, denialResult, newApprovalRequestId, unknownOutcomeResult, type ApprovalDecision, type ApprovalRequest } from '../tools/tool-approvals.js';
+import type { LlmReply } from '../llm/llm-client.js';
 import type { ToolCallResult, ToolCallScope, ToolRunner } from '../tools/tool-runner.js';
 import type { ActorCache, SessionActor } from './actor-cache.js';
 import { foldHistoryHash, textOf, toolCallTurn, toTurn, type Turn } from './conversation-history.js';
@@ -16,6 +17,7 @@ import { addUsage, llmCallRecord, mergeUsage, startCall, sumUsage, toolCallRecor
 import { withDecidedApprovals, withPendingApprovals } from './pending-approvals.js';
 import type { SessionLeases } from './session-leases.js';
 import { buildContext, withStateSystem } from './prompt-assembly.js';
+import { TurnJournal } from './turn-journal.js';
 import type { TurnStore } from './turn-store.js';
 import {
   FAILED_REPLY_ROLE,
@@ -88,6 +90,12 @@ type ActiveTurn = {
   approvalRequests: ApprovalRequest[];
   /** The approved calls the turn began with, as its first steps. */
   decidedSteps: TurnStep[];
+  /** The turn's steps as they are stored, and those an earlier attempt stored. */
+  journal: TurnJournal;
+  /** The LLM rounds the turn has asked for so far (the next one's index in the journal). */
+  rounds: number;
+  /** Set when a step could not be stored: the turn fails with it rather than go on unrecorded. */
+  stepError: unknown;
 };
 
 /** Between the texts of the LLM rounds of one turn (before and after tool calls). */
@@ -149,6 +157,9 @@ export class TurnRunner {
       dialogue: plan.dialogue,
     });
 
+    // A turn sent again after its attempt died goes on from the steps that attempt stored.
+    const anchor = TurnJournal.anchorOf(plan.baseHash, plan.hashed);
+    const storedSteps = plan.continues && store.journals ? await store.loadSteps(sessionId, anchor) : new Map<string, string>();
     handlers.onSessionReady?.(sessionId);
     if (plan.isNew) this.deps.events.emit('session:created', { sessionId, userId: request.userId });
     const clientTools = request.clientTools ?? [];
@@ -176,6 +187,17 @@ export class TurnRunner {
       toolResults: new Map(),
       approvalRequests: [],
       decidedSteps: [],
+      journal: new TurnJournal(storedSteps, async (step, body) => {
+        try {
+          await handlers.beforeStep?.();
+          await store.persistStep(sessionId, anchor, step, body);
+        } catch (error) {
+          turn.stepError ??= error;
+          throw error;
+        }
+      }),
+      rounds: 0,
+      stepError: undefined,
     };
     this.activeTurns.set(sessionId, turn);
     try {
@@ -185,6 +207,11 @@ export class TurnRunner {
       const { actor, startsTurn } = this.cache.actorFor(session, request.userId, messages, plan.generation);
       const resumeAt = plan.approvals?.decisions[0]?.request.state;
       const snapshot = await drive(actor, startsTurn ? null : { type: 'user.message', messages, ...(resumeAt ? { resumeAt } : {}) }, handlers.signal);
+      if (turn.stepError !== undefined) {
+        // What the turn did after its last stored step is unrecorded: the actor is not trusted, the retry continues from the step.
+        this.cache.distrust(sessionId);
+        throw turn.stepError;
+      }
       const { failure, reason } = snapshot.context;
       const cancelled = reason === 'cancelled';
       const failsAsError = this.answersAsError(failure);
@@ -195,9 +222,11 @@ export class TurnRunner {
       const reply: Turn = { role: 'assistant', content: outcome.content };
       // A failure's text is stored marked, so later contexts leave it out.
       const replyTurns: Turn[] = answered ? [failure ? { ...reply, role: FAILED_REPLY_ROLE } : reply] : [];
-      // A turn stopped for a missing account stores nothing more: its tool call never ran.
+      // An unanswered turn stores nothing more: its steps wait in its journal for the request sent
+      // again, which continues from them and stores them with its reply (a turn stopped for a
+      // missing account never ran its tool call).
       const held = outcome.approvalRequests.map((request) => request.call);
-      const activity = turn.authError ? [] : stepTurns(produced, privateSteps, turn.roundsReasoning, [...held, ...turn.clientToolCalls]);
+      const activity = answered ? stepTurns(produced, privateSteps, turn.roundsReasoning, [...held, ...turn.clientToolCalls]) : [];
       const progress = {
         snapshot: restingSnapshot(actor, !answered, answered ? outcome.approvalRequests : []),
         currentState: String(snapshot.value),
@@ -216,6 +245,9 @@ export class TurnRunner {
       const failedAsError = failsAsError && !cancelled && !turn.authError;
       const response = answered ? request.responseRecord?.(finished) : failedAsError ? request.failedResponseRecord?.(finished) : undefined;
       await store.persistEnd(sessionId, ended, request.userId, progress, fence, response);
+      // An unanswered turn keeps its steps for the request sent again; one stopped for a missing
+      // account did not run its call, and the request sent once the account is connected starts afresh.
+      if ((answered || turn.authError) && turn.journal.isUsed) store.clearSteps(sessionId);
       const recent = plan.recent && [...plan.recent, ...plan.toStore, ...ended].slice(-settings.shortTermTurns);
       this.cache.remember(sessionId, { ...session, ...progress, lastActive: new Date() }, recent, response?.id);
       if (turn.authError) throw turn.authError;
@@ -317,43 +349,51 @@ export class TurnRunner {
     const scope = { sessionId: input.sessionId, userId: turn.userId, turnId: turn.turnId, requestId: turn.requestId, state: input.state };
     const start = startCall();
     let body = '';
+    // A round an earlier attempt of the turn stored is not asked again: its reply is shown as it came.
+    const round = turn.rounds++;
+    const stored = turn.journal.round(round);
+    const muted = stored !== undefined && turn.handlers.stepsShown === true;
     try {
-      const reply = await this.deps.llm.generate(
-        request,
-        {
-          signal,
-          onRequestBody: (sent) => {
-            body = sent;
-          },
-          onContent: streaming ? onPiece(false) : undefined,
-          onReasoning: streaming ? onPiece(true) : undefined,
-          onToolCallDelta:
-            streaming && turn.handlers.onToolCallDelta
-              ? (delta) => {
-                  if (delta.function?.name && turn.clientToolNames.has(delta.function.name)) clientCallIndexes.add(delta.index);
-                  if (clientCallIndexes.has(delta.index)) clientDeltas.push(delta);
-                }
-              : undefined,
-        },
-      );
-      this.record(turn, llmCallRecord(scope, request, body, start, { value: reply }));
+      const reply = stored
+        ? replayed(stored, streaming && !muted ? onPiece : undefined)
+        : await this.deps.llm.generate(request, {
+            signal,
+            onRequestBody: (sent) => {
+              body = sent;
+            },
+            onContent: streaming ? onPiece(false) : undefined,
+            onReasoning: streaming ? onPiece(true) : undefined,
+            onToolCallDelta:
+              streaming && turn.handlers.onToolCallDelta
+                ? (delta) => {
+                    if (delta.function?.name && turn.clientToolNames.has(delta.function.name)) clientCallIndexes.add(delta.index);
+                    if (clientCallIndexes.has(delta.index)) clientDeltas.push(delta);
+                  }
+                : undefined,
+          });
+      if (!stored) this.record(turn, llmCallRecord(scope, request, body, start, { value: reply }));
       addUsage(turn.usage, request.model, reply.usage);
       turn.callsUsage = sumUsage(turn.callsUsage, reply.usage);
       const handoff = handoffIn(reply.toolCalls, input.handoffs);
       const shown = output === 'shown' || (output === 'hidden_on_handoff' && handoff === undefined);
       if (shown) for (const { reasoning, piece } of held) show(reasoning, piece);
-      if (streamedText) turn.needsSeparator = true;
-      if (streamedReasoning) turn.reasoningNeedsSeparator = true;
+      // A round its readers were shown before: the next round's text still follows a separator.
+      if (streamedText || (muted && shown && reply.content !== '')) turn.needsSeparator = true;
+      if (streamedReasoning || (muted && shown && reply.reasoning !== '')) turn.reasoningNeedsSeparator = true;
       turn.roundsShown.push(shown);
       turn.roundsReasoning.push(reply.reasoning);
-      this.deps.events.emit('llm:reply', {
-        sessionId: input.sessionId,
-        durationMs: performance.now() - started,
-        finishReason: reply.finishReason,
-        toolCalls: reply.toolCalls.length,
-        model: request.model,
-        usage: reply.usage,
-      });
+      if (!stored) {
+        this.deps.events.emit('llm:reply', {
+          sessionId: input.sessionId,
+          durationMs: performance.now() - started,
+          finishReason: reply.finishReason,
+          toolCalls: reply.toolCalls.length,
+          model: request.model,
+          usage: reply.usage,
+        });
+        // A round whose calls the service runs (its tools, a hand-off) is stored before they run, after its text was shown.
+        if (reply.toolCalls.some((call) => !turn.clientToolNames.has(call.function.name))) await turn.journal.recordRound(round, reply);
+      }
       // The machine keeps what it routes by (its context is persisted): the reasoning and repairs stay here.
       const agentReply: AgentReply = { content: reply.content, toolCalls: reply.toolCalls, finishReason: reply.finishReason, usage: reply.usage };
       // The model chose the next agent state: the transfer wins over the reply's other calls.
@@ -381,6 +421,8 @@ export class TurnRunner {
       turn.clientToolCalls = forClient;
       return { ...agentReply, toolCalls: [] };
     } catch (error) {
+      // A step that could not be stored is the turn's failure, not the LLM's.
+      if (error === turn.stepError) throw error;
       this.record(turn, llmCallRecord(scope, request, body, start, { error, cancelled: signal.aborted }));
       const message = error instanceof Error ? error.message : String(error);
       this.deps.events.emit('llm:error', { sessionId: input.sessionId, userId: turn.userId, durationMs: performance.now() - started, message });
@@ -422,8 +464,11 @@ export class TurnRunner {
     const scope = { userId: turn.userId, sessionId, signal };
     const carryOut = (decision: ApprovalDecision) => {
       if (!decision.approve) return Promise.resolve(denialResult(decision));
-      // An earlier attempt may have run it: only a tool that may run twice runs again.
-      if (approvals.resumed && !this.deps.tools.isRepeatable(decision.request.call.function.name)) return Promise.resolve(this.unknownOutcome(turn, decision));
+      // An earlier attempt may have run it: only a tool that may run twice runs again (a result it stored is reused).
+      const { call, server, tool } = decision.request;
+      if (approvals.resumed && !turn.journal.result(call) && !this.deps.tools.isRepeatable(call.function.name)) {
+        return this.showEarlier(turn, call, unknownOutcomeResult(call, { server, tool }), { approvalRequestId: decision.request.id });
+      }
       // An approved call is recorded in the agent state that asked for it.
       return this.runCall(turn, decision.request.state ?? '', decision.request.call, scope, decision.request);
     };
@@ -442,6 +487,12 @@ export class TurnRunner {
    */
   private async runCall(turn: ActiveTurn, state: string, call: ToolCall, scope: ToolCallScope, approved?: ApprovalRequest): Promise<ToolCallResult> {
     const approval = approved ? { approvalRequestId: approved.id } : {};
+    // A call an earlier attempt of the turn finished is not run again, nor one it may have started whose tool may not run twice.
+    const stored = turn.journal.result(call);
+    if (stored) return this.showEarlier(turn, call, stored, approval);
+    if (turn.journal.mayHaveStarted(call) && !this.deps.tools.isRepeatable(call.function.name)) {
+      return this.showEarlier(turn, call, unknownOutcomeResult(call, approved && { server: approved.server, tool: approved.tool }), approval);
+    }
     turn.handlers.onToolActivity?.({ phase: 'started', call, ...approval });
     const recordScope = { sessionId: scope.sessionId, userId: turn.userId, turnId: turn.turnId, requestId: turn.requestId, state };
     const start = startCall();
@@ -458,18 +509,23 @@ export class TurnRunner {
       result = { toolCallId: call.id, name: call.function.name, content: `Error: ${error.message}`, isError: true, source: { server: approved.server, tool: approved.tool } };
     }
     this.record(turn, toolCallRecord(recordScope, call, start, { value: result }, approved?.id));
+    // Stored before the turn goes on: an attempt after this process reuses it, and never runs the call again.
+    await turn.journal.recordResult(call, result);
     turn.toolResults.set(call.id, result);
     turn.handlers.onToolActivity?.({ phase: 'finished', call, result, ...approval });
     return result;
   }
 
-  /** The result of an approved call an earlier attempt may have run, shown as it would have been. */
-  private unknownOutcome(turn: ActiveTurn, decision: ApprovalDecision): ToolCallResult {
-    const { call, id } = decision.request;
-    const result = unknownOutcomeResult(decision);
-    turn.handlers.onToolActivity?.({ phase: 'started', call, approvalRequestId: id });
+  /**
+   * The result of a call an earlier attempt of the turn stored, or of one it may have run (of
+   * unknown outcome), shown as a call run now would be; an unknown outcome is stored, so a later
+   * attempt gives the model the same.
+   */
+  private async showEarlier(turn: ActiveTurn, call: ToolCall, result: ToolCallResult, approval: { approvalRequestId?: string }): Promise<ToolCallResult> {
+    turn.handlers.onToolActivity?.({ phase: 'started', call, ...approval });
+    if (!turn.journal.result(call)) await turn.journal.recordResult(call, result);
     turn.toolResults.set(call.id, result);
-    turn.handlers.onToolActivity?.({ phase: 'finished', call, result, approvalRequestId: id });
+    turn.handlers.onToolActivity?.({ phase: 'finished', call, result, ...approval });
     return result;
   }
 
@@ -573,6 +629,13 @@ export class TurnRunner {
     turn.streamed += piece;
     turn.handlers.onContent?.(piece);
   }
+}
+
+/** A stored LLM round's reply, its reasoning and text shown through `onPiece` as a live round's are. */
+function replayed(reply: LlmReply, onPiece: ((reasoning: boolean) => (piece: string) => void) | undefined): LlmReply {
+  if (reply.reasoning !== '') onPiece?.(true)(reply.reasoning);
+  if (reply.content !== '') onPiece?.(false)(reply.content);
+  return reply;
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { EventBus } from '../observability/event-bus.js';
-import type { ConversationStore, LeaseFence, NewConversationRecord, NewResponseRecord, SessionProgress, SessionRecord, SessionStore } from '../ports.js';
+import type { ConversationStore, LeaseFence, NewConversationRecord, NewResponseRecord, SessionProgress, SessionRecord, SessionStore, TurnStepStore } from '../ports.js';
 import { databaseUnavailable, ServiceError } from '../service-error.js';
 import { EMPTY_HISTORY_HASH, type Turn } from './conversation-history.js';
 import type { DurableWriter } from './durable-writer.js';
@@ -8,6 +8,8 @@ import type { DurableWriter } from './durable-writer.js';
 export type TurnStoreDeps = {
   conversations: ConversationStore;
   sessions: SessionStore;
+  /** Where turns' steps are stored as they complete; without, a turn is stored at its start and its end only. */
+  steps?: TurnStepStore;
   writer: DurableWriter;
   events: EventBus;
   /** How long a turn waits for a write to commit before it answers anyway (the write goes on). */
@@ -107,6 +109,36 @@ export class TurnStore {
       this.deps.onFenceLost(sessionId);
       throw new ServiceError('SESSION_BUSY', `session ${sessionId} was taken over by another process; send the request again`, { headers: { 'Retry-After': '1' } });
     }
+  }
+
+  /** Whether turns' steps are stored as they complete. */
+  get journals(): boolean {
+    return this.deps.steps !== undefined;
+  }
+
+  /** The steps an earlier attempt of the session's turn `anchor` stored. */
+  loadSteps(sessionId: string, anchor: string): Promise<Map<string, string>> {
+    const steps = this.deps.steps;
+    return steps ? this.read('read the turn steps', () => steps.load(sessionId, anchor)) : Promise.resolve(new Map());
+  }
+
+  /**
+   * Stores a step of the session's turn `anchor` through the durable writer, in order with its
+   * other writes. What comes next (a tool call) waits for the commit: when it does not come
+   * within `writeWaitMs`, the turn fails with DATABASE_UNAVAILABLE rather than run a call no
+   * stored step knows of (the write goes on, and a later attempt finds it).
+   */
+  async persistStep(sessionId: string, anchor: string, step: string, body: string): Promise<void> {
+    const steps = this.deps.steps;
+    if (!steps) return;
+    const write = this.deps.writer.write(sessionId, 'store a turn step', () => steps.record(sessionId, anchor, step, body));
+    if (!(await this.waitForWrite(write))) throw databaseUnavailable();
+  }
+
+  /** Drops the session's stored steps once its turn is answered, behind its other writes (not waited for). */
+  clearSteps(sessionId: string): void {
+    const steps = this.deps.steps;
+    if (steps) void this.after(sessionId, 'drop the turn steps', () => steps.clear(sessionId)).catch(() => undefined);
   }
 
   /**

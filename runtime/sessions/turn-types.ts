@@ -99,6 +99,18 @@ export type TurnHandlers = {
    * asks for them as the end of its content.
    */
   onApprovalRequests?: (requests: ApprovalRequest[]) => void;
+  /**
+   * Called before each step of the turn is stored (see TurnJournal), and waited for: a
+   * background response stores the events it showed so far first, so that every stored step
+   * was shown to its readers.
+   */
+  beforeStep?: () => Promise<void>;
+  /**
+   * The turn continues one whose readers were shown its stored steps already (a background
+   * response taken over from a process that died): the text of its stored LLM rounds is not
+   * streamed again. Tool activity is, and the reader drops what it showed.
+   */
+  stepsShown?: boolean;
 };
 
 /**
@@ -202,6 +214,8 @@ export type TurnPlan = {
   recent?: Turn[];
   /** The session lease's generation this turn runs under (0 without leases). */
   generation: number;
+  /** True when an earlier attempt of this turn stored its messages (the same request sent again): its stored steps are continued. */
+  continues: boolean;
   /** The session's pending approval requests this turn decides, if it waited on any. */
   approvals?: PlannedApprovals;
 };

@@ -101,18 +101,18 @@ export function denialResult(decision: ApprovalDecision): ToolCallResult {
 }
 
 /**
- * The result the LLM is given for an approved call that an earlier attempt of the turn started
- * and whose process died before its result was stored, when the tool may not run twice: it may
- * or may not have taken effect.
+ * The result the LLM is given for a call that an earlier attempt of the turn started and whose
+ * process died before its result was stored, when the tool may not run twice: it may or may not
+ * have taken effect. `source` is where the tool lives, when known.
  */
-export function unknownOutcomeResult(decision: ApprovalDecision): ToolCallResult {
-  const { call, server, tool } = decision.request;
+export function unknownOutcomeResult(call: ToolCall, source?: ToolSource): ToolCallResult {
+  const what = source ? `${source.tool} (server ${source.server})` : call.function.name;
   return {
     toolCallId: call.id,
     name: call.function.name,
-    content: `Error: the outcome of this call of ${tool} (server ${server}) is unknown: the service stopped while carrying it out, so it may or may not have taken effect. Do not assume that it ran or that it did not; check before calling it again.`,
+    content: `Error: the outcome of this call of ${what} is unknown: the service stopped while carrying it out, so it may or may not have taken effect. Do not assume that it ran or that it did not; check before calling it again.`,
     isError: true,
-    source: { server, tool },
+    ...(source ? { source } : {}),
   };
 }
 

@@ -1,0 +1,83 @@
+import { createHash } from 'node:crypto';
+import type { ToolCall } from '../chat-types.js';
+import type { LlmReply } from '../llm/llm-client.js';
+import type { ToolCallResult } from '../tools/tool-runner.js';
+import type { Turn } from './conversation-history.js';
+
+/** How a turn's steps are written: through the session's durable writes, waited for until they commit. */
+export type StepWrite = (step: string, body: string) => Promise<void>;
+
+/**
+ * The steps of one turn as they complete, stored so that a turn whose process died is
+ * continued from its last stored step instead of from its start: each LLM round that makes
+ * calls, stored before they run (so a call of a stored round may have started), and each call's
+ * result. A turn run again from the same messages (a retry, a taken-over background response)
+ * finds them: a stored round is not asked of the model again, a stored result is not run again.
+ * A round that makes no calls (the one that ends a turn) is not stored: it has no effect a
+ * second asking could repeat, and the turn's end stores its text.
+ */
+export class TurnJournal {
+  /** Whether the turn stored or found a step: its steps are dropped once it is answered. */
+  private touched: boolean;
+  /** The calls of the rounds found stored: an earlier attempt may have started them. */
+  private readonly startedCalls: Set<string>;
+
+  constructor(
+    private readonly stored: ReadonlyMap<string, string>,
+    private readonly write: StepWrite,
+  ) {
+    this.touched = stored.size > 0;
+    this.startedCalls = new Set(
+      [...stored.entries()].filter(([step]) => step.startsWith(ROUND)).flatMap(([, body]) => (JSON.parse(body) as LlmReply).toolCalls.map((call) => call.id)),
+    );
+  }
+
+  /** The name of a turn's steps: the history it continues and its new messages. */
+  static anchorOf(baseHash: string, turns: readonly Turn[]): string {
+    const hash = createHash('sha256').update(baseHash);
+    for (const turn of turns) hash.update('\u0000').update(turn.role).update('\u0000').update(turn.content);
+    return hash.digest('hex');
+  }
+
+  get isUsed(): boolean {
+    return this.touched;
+  }
+
+  /** Whether an earlier attempt stored any step of the turn. */
+  get resumes(): boolean {
+    return this.stored.size > 0;
+  }
+
+  /** The reply of the turn's LLM round `index` (0 first), when an earlier attempt stored it. */
+  round(index: number): LlmReply | undefined {
+    const body = this.stored.get(`${ROUND}${index}`);
+    return body === undefined ? undefined : (JSON.parse(body) as LlmReply);
+  }
+
+  /** Stores round `index`'s reply, before its calls run. */
+  async recordRound(index: number, reply: LlmReply): Promise<void> {
+    this.touched = true;
+    await this.write(`${ROUND}${index}`, JSON.stringify(reply));
+  }
+
+  /** The result of a call an earlier attempt finished. */
+  result(call: ToolCall): ToolCallResult | undefined {
+    const body = this.stored.get(`${RESULT}${call.id}`);
+    return body === undefined ? undefined : (JSON.parse(body) as ToolCallResult);
+  }
+
+  /** Whether an earlier attempt may have started the call and stored no result: it may or may not have run. */
+  mayHaveStarted(call: ToolCall): boolean {
+    return this.startedCalls.has(call.id) && this.result(call) === undefined;
+  }
+
+  /** Stores a call's result as soon as it has one. */
+  async recordResult(call: ToolCall, result: ToolCallResult): Promise<void> {
+    this.touched = true;
+    await this.write(`${RESULT}${call.id}`, JSON.stringify(result));
+  }
+}
+
+/** Steps are named `round:<index>` and `result:<call id>`. */
+const ROUND = 'round:';
+const RESULT = 'result:';

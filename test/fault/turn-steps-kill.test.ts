@@ -1,0 +1,217 @@
+import { randomUUID } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { expect } from 'chai';
+import pg from 'pg';
+import { freePort, type RunningChild } from '../../scripts/bench/child-process.js';
+import { createScratchDatabase, type ScratchDatabase } from '../../scripts/bench/scratch-database.js';
+import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
+import { mcpDeploymentFile, writerServer } from '../support/mcp-fixtures.js';
+import { waitFor } from '../support/wait-for.js';
+import { startServiceProcess } from './service-process.js';
+
+const LEASE_MS = 1_000;
+/** A tool call the service is killed during takes this long. */
+const SLOW_CALL_MS = 6_000;
+
+/** Where a turn is killed: each step boundary of a turn with one tool round. */
+type KillPoint = 'before the LLM call' | 'mid-stream' | 'after a tool started' | 'after a tool finished' | 'before the end is stored';
+
+/** The fields of a response the checks read. */
+type ResponseBody = { id: string; status: string; output: Array<{ type: string; content?: Array<{ text: string }> }>; error?: { message: string } };
+
+const serverUrl = process.env.TEST_DATABASE_URL;
+const onServer = serverUrl ? describe : describe.skip;
+
+/**
+ * The kill matrix of issue 43: a worker killed at each step boundary of a turn that calls a
+ * tool, the turn then sent again (chat completions, the Responses API with an
+ * Idempotency-Key). Each case checks that the turn finished exactly once, that the tool that
+ * may not run twice started at most once (the one declared idempotent may run again, with the
+ * same idempotency key), that nothing was stored twice, and that the session did not branch.
+ */
+onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs TEST_DATABASE_URL)'}`, function () {
+  this.timeout(120_000);
+  let folder: string;
+  let database: ScratchDatabase;
+  let llm: FakeLlm;
+  let service: RunningChild | undefined;
+  let port: number;
+  let configFile: string;
+  const writesOf = (name: string) => join(folder, `${name}.writes`);
+  const written = (name: string) => (existsSync(writesOf(name)) ? readFileSync(writesOf(name), 'utf8').split('\n').filter(Boolean) : []);
+
+  before(async () => {
+    folder = mkdtempSync(join(tmpdir(), 'svc-steps-kill-'));
+    database = await createScratchDatabase(serverUrl!);
+    llm = await startFakeLlm();
+    port = await freePort();
+    configFile = mcpDeploymentFile(folder, writerServer('once', writesOf('once'), { idempotent: false }) + writerServer('again', writesOf('again'), { idempotent: true }));
+  });
+  after(async () => {
+    await service?.stop(2_000);
+    await llm?.close();
+    await database?.drop();
+    rmSync(folder, { recursive: true, force: true });
+  });
+  beforeEach(async () => {
+    llm.reset();
+    service = await startService();
+  });
+  afterEach(async () => {
+    await service?.stop(2_000);
+    service = undefined;
+  });
+
+  function startService(): Promise<RunningChild> {
+    return startServiceProcess({ port, llm, leaseMs: LEASE_MS, env: { DB_URL: database.url, CONFIG_FILE: configFile } });
+  }
+
+  async function query<Row extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<Row[]> {
+    const client = new pg.Client({ connectionString: database.url });
+    await client.connect();
+    try {
+      return (await client.query<Row>(text, values)).rows;
+    } finally {
+      await client.end();
+    }
+  }
+
+  /** The user's stored turns, every session's, in order. */
+  async function transcriptOf(userId: string): Promise<Array<{ session: string; row: string }>> {
+    const rows = await query<{ session_id: string; role: string; message: string }>('select session_id, role, message from conversations where user_id = $1 order by id', [userId]);
+    return rows.map((row) => ({ session: row.session_id, row: `${row.role}: ${row.message}` }));
+  }
+
+  /** What the LLM was asked this test, each request's last message's role. */
+  const llmRounds = () => llm.requests.filter((request) => request.kind === 'chat').map((request) => request.body.messages!.at(-1)!.role);
+
+  /**
+   * Scripts a turn that calls `tool` once and then answers 'all done', slow at `point` the first
+   * time (so the service can be killed there) and quick when asked again.
+   */
+  function scriptTurn(tool: string, point: KillPoint): void {
+    const callTool = { toolCalls: [{ name: tool, arguments: { ms: point === 'after a tool started' ? SLOW_CALL_MS : 0 } }], content: 'let me save it' };
+    const first =
+      point === 'before the LLM call' ? { hang: true as const } : point === 'mid-stream' ? { ...callTool, pieceDelayMs: 1_000 } : callTool;
+    const last =
+      point === 'after a tool finished'
+        ? { hang: true as const }
+        : point === 'before the end is stored'
+          ? { content: 'all done, saved', pieceDelayMs: 1_000 }
+          : { content: 'all done, saved' };
+    llm.script(
+      { match: { hasToolResults: false }, reply: first, times: 1 },
+      { match: { hasToolResults: false }, reply: callTool },
+      { match: { hasToolResults: true }, reply: last, times: 1 },
+      { match: { hasToolResults: true }, reply: { content: 'all done, saved' } },
+    );
+  }
+
+  /** Waits until the turn reached `point` (the tool `server` runs in it), then kills the service. */
+  async function killAt(point: KillPoint, server: string, writesBefore: number): Promise<void> {
+    if (point === 'before the LLM call') await llm.waitForRequest();
+    if (point === 'mid-stream') await new Promise((resolve) => setTimeout(resolve, 1_500));
+    if (point === 'after a tool started') await waitFor(() => written(server).length > writesBefore, 'the tool call to start', 20_000);
+    if (point === 'after a tool finished' || point === 'before the end is stored') await llm.waitForRequest((request) => request.body.messages!.at(-1)!.role === 'tool', 20_000);
+    if (point === 'before the end is stored') await new Promise((resolve) => setTimeout(resolve, 1_500));
+    service!.process.kill('SIGKILL');
+    service = await startService();
+  }
+
+  /** A chat completion of one user message in the session; `stream`ed, its answer is not read (the attempt the service is killed under). */
+  async function chat(userId: string, sessionId: string, content: string, stream = false): Promise<{ status: number; content: string }> {
+    const headers = { 'Content-Type': 'application/json', 'X-Session-ID': sessionId, 'X-User-ID': userId };
+    const response = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify({ messages: [{ role: 'user', content }], stream }) });
+    if (stream) return { status: response.status, content: await response.text() };
+    const body = (await response.json()) as { choices?: Array<{ message: { content: string } }>; error?: { message: string } };
+    return { status: response.status, content: body.choices?.[0]?.message.content ?? body.error?.message ?? '' };
+  }
+
+  /** The checks every case makes on the user's transcript: one session, the message once, the tool's result once, the answer once, last. */
+  async function expectStoredOnce(userId: string, message: string): Promise<Array<{ session: string; row: string }>> {
+    const stored = await transcriptOf(userId);
+    expect(new Set(stored.map((entry) => entry.session)).size, 'sessions (no branch)').to.equal(1);
+    const rows = stored.map((entry) => entry.row);
+    expect(rows.filter((row) => row === `user: ${message}`), 'the message').to.have.length(1);
+    expect(rows.filter((row) => row.startsWith('tool: ')), 'the tool result').to.have.length(1);
+    expect(rows.filter((row) => row.startsWith('assistant: ')), 'the answer').to.deep.equal(['assistant: let me save it\n\nall done, saved']);
+    expect(rows.at(-1)).to.equal('assistant: let me save it\n\nall done, saved');
+    return stored;
+  }
+
+  const points: KillPoint[] = ['before the LLM call', 'mid-stream', 'after a tool started', 'after a tool finished', 'before the end is stored'];
+
+  describe('chat completions, the request sent again', () => {
+    for (const point of points) {
+      it(`killed ${point}: finished once, the tool that may not run twice started at most once`, async () => {
+        const userId = `user-${randomUUID()}`;
+        const sessionId = randomUUID();
+        scriptTurn('once__slow-write', point);
+        const writes = written('once').length;
+        const first = chat(userId, sessionId, 'save it', true).catch(() => undefined);
+        await killAt(point, 'once', writes);
+        await first;
+        const retried = await chat(userId, sessionId, 'save it');
+        expect(retried).to.deep.equal({ status: 200, content: 'let me save it\n\nall done, saved' });
+        const started = written('once').length - writes;
+        expect(started, 'the tool started').to.equal(1);
+        const stored = await expectStoredOnce(userId, 'save it');
+        const result = stored.find((entry) => entry.row.startsWith('tool: '))!.row;
+        // Killed while it ran, its outcome is unknown: the model is told so, and it is not run again.
+        if (point === 'after a tool started') expect(result).to.include('is unknown');
+        else expect(result).to.include('written');
+        // A round that completed is not asked again: killed after the tool finished, the LLM was asked for the tool round once.
+        if (point === 'after a tool finished' || point === 'before the end is stored') {
+          expect(llmRounds().filter((role) => role === 'user'), 'the tool round asked').to.have.length(1);
+        }
+      });
+    }
+
+    it('killed after a tool that may run twice started: it runs again with the same idempotency key', async () => {
+      const userId = `user-${randomUUID()}`;
+      const sessionId = randomUUID();
+      scriptTurn('again__slow-write', 'after a tool started');
+      const writes = written('again').length;
+      const first = chat(userId, sessionId, 'save it', true).catch(() => undefined);
+      await killAt('after a tool started', 'again', writes);
+      await first;
+      const retried = await chat(userId, sessionId, 'save it');
+      expect(retried.status).to.equal(200);
+      const keys = written('again').slice(writes);
+      expect(keys, 'the call ran twice').to.have.length(2);
+      expect(keys[1]).to.equal(keys[0]);
+      const stored = await expectStoredOnce(userId, 'save it');
+      expect(stored.find((entry) => entry.row.startsWith('tool: '))!.row).to.include('written');
+    });
+  });
+
+  /** Creates a response for `userId`, with an Idempotency-Key when given. */
+  async function respond(userId: string, body: Record<string, unknown>, key?: string): Promise<{ status: number; body: ResponseBody }> {
+    const headers: Record<string, string> = { 'Content-Type': 'application/json', 'X-User-ID': userId };
+    if (key) headers['Idempotency-Key'] = key;
+    const response = await fetch(`http://127.0.0.1:${port}/v1/responses`, { method: 'POST', headers, body: JSON.stringify({ model: 'svc-agent', ...body }) });
+    return { status: response.status, body: (await response.json()) as ResponseBody };
+  }
+
+  describe('the Responses API, a keyed request sent again', () => {
+    for (const point of ['after a tool started', 'after a tool finished'] as const) {
+      it(`killed ${point}: answered once, the tool started once`, async () => {
+        const userId = `user-${randomUUID()}`;
+        const key = randomUUID();
+        scriptTurn('once__slow-write', point);
+        const writes = written('once').length;
+        const first = respond(userId, { input: 'save it' }, key).catch(() => undefined);
+        await killAt(point, 'once', writes);
+        await first;
+        // Sent again with its key: it waits until the dead process's hold on the key lapsed, then continues the turn.
+        const retried = await respond(userId, { input: 'save it' }, key);
+        expect(retried.status).to.equal(200);
+        expect(written('once').length - writes, 'the tool started').to.equal(1);
+        const stored = await expectStoredOnce(userId, 'save it');
+        if (point === 'after a tool started') expect(stored.find((entry) => entry.row.startsWith('tool: '))!.row).to.include('is unknown');
+      });
+    }
+  });
+});
