@@ -107,7 +107,7 @@ export type ConfigValues = {
     hnsw_ef_search: number;
   };
   state: { graph_path: string; max_tool_rounds: number; max_handoffs: number };
-  sessions: { cache_size: number; idle_ms: number; turn_wait_ms: number; write_wait_ms: number; lease_ms: number; idempotency_ttl_s: number };
+  sessions: { cache_size: number; idle_ms: number; turn_wait_ms: number; write_wait_ms: number; lease_ms: number; idempotency_ttl_s: number; max_turn_attempts: number };
   limits: { requests_per_minute: number; burst: number; concurrent_requests: number };
   metrics: { enabled: boolean; token: string };
   inspect: { page: boolean; websocket_url: string; recent_sessions: number; recent_calls_per_session: number; recent_calls: number; store_calls: boolean };
@@ -302,7 +302,7 @@ export const configSchema: convict.Schema<ConfigValues> = {
       env: 'SESSIONS_WRITE_WAIT_MS',
     },
     lease_ms: {
-      doc: 'On PostgreSQL, a session lease (one turn at a time across workers and instances) not renewed this long is free again; on either database, a background response whose process stopped renewing it this long is failed, in ms.',
+      doc: 'On PostgreSQL, a session lease (one turn at a time across workers and instances) not renewed this long is free again; on either database, a background response whose process stopped renewing it this long is taken over by another process (or by the next start), in ms.',
       format: 'positive-int',
       default: 15_000,
       env: 'SESSIONS_LEASE_MS',
@@ -312,6 +312,12 @@ export const configSchema: convict.Schema<ConfigValues> = {
       format: 'positive-int',
       default: 86_400,
       env: 'SESSIONS_IDEMPOTENCY_TTL_S',
+    },
+    max_turn_attempts: {
+      doc: 'How many times a background response whose process stopped is taken over and continued from its last stored step before it is failed with the reason.',
+      format: 'positive-int',
+      default: 3,
+      env: 'SESSIONS_MAX_TURN_ATTEMPTS',
     },
   },
   limits: {

@@ -100,15 +100,37 @@ export type BackgroundResponseEnd = { body: ResponseBodyText; historyHash: strin
 /** A background response's run as its process sees it on renewing. */
 export type BackgroundRunState = { id: string; cancelRequested: boolean };
 
+/** A background response's run taken over from a process that stopped, with what continuing it needs. */
+export type TakenOverRun = {
+  id: string;
+  userId: string;
+  sessionId: string;
+  /** The request that started it, as stored (JSON text). */
+  request: string;
+  /** The response's body as it stood (JSON text): its id, creation time and parameters. */
+  body: string;
+  /** The last event stored with the run's last stored step: the events after it are the stopped process's unfinished step. */
+  shownThrough: number;
+  /** How many times the run was taken over, this time included. */
+  attempts: number;
+};
+
 /**
  * Background responses (the Responses API's `background: true`) while they run: their runs,
  * which the running process renews, and their streaming events, which any process reads.
  */
 export interface BackgroundResponseStore {
-  /** Stores a new response (its body as it starts, `queued`), its first events, and its run by `runner`, alive for `leaseMs`. */
-  start(record: NewResponseRecord, events: StoredResponseEvent[], runner: string, leaseMs: number): Promise<void>;
-  /** Appends events and, when given, sets the response's body as it stands now. */
-  record(id: string, events: StoredResponseEvent[], body?: ResponseBodyText): Promise<void>;
+  /**
+   * Stores a new response (its body as it starts, `queued`), its first events, and its run by
+   * `runner`, alive for `leaseMs`, with the `request` (JSON text) another process continues it from.
+   */
+  start(record: NewResponseRecord, events: StoredResponseEvent[], runner: string, leaseMs: number, request: string): Promise<void>;
+  /**
+   * Appends events and, when given, sets the response's body as it stands now; with
+   * `shownThrough` (a step of the turn is about to be stored), records that the events up to that
+   * sequence number are stored.
+   */
+  record(id: string, events: StoredResponseEvent[], body?: ResponseBodyText, shownThrough?: number): Promise<void>;
   /** Ends a run: the response's final body, history hash and session, and its last events. */
   finish(id: string, end: BackgroundResponseEnd, events: StoredResponseEvent[]): Promise<void>;
   /**
@@ -121,9 +143,22 @@ export interface BackgroundResponseStore {
   /**
    * Marks `failed`, with `message` and a last `response.failed` event, every response whose
    * run was not renewed in time (its process stopped), or every running one with `everyRun`
-   * (the embedded database, opened by one process at a time, at start); returns their ids.
+   * (the embedded database, opened by one process at a time, at start), that cannot be taken
+   * over: it was taken over `maxAttempts` times already, or it holds no request; returns their ids.
    */
-  failAbandoned(message: string, everyRun?: boolean): Promise<string[]>;
+  failAbandoned(message: string, maxAttempts: number, everyRun?: boolean): Promise<string[]>;
+  /**
+   * Takes over for `runner`, alive for `leaseMs`, each run that lapsed as `failAbandoned` says
+   * and was taken over fewer than `maxAttempts` times; of processes taking over at once, one
+   * gets each run.
+   */
+  takeOver(runner: string, leaseMs: number, maxAttempts: number, everyRun?: boolean): Promise<TakenOverRun[]>;
+  /**
+   * Deletes a response's events after `through` (an unfinished step's, which its continuation
+   * shows again) and returns those kept, in order, with the sequence number the next event
+   * takes (after every event ever stored, so a reader that saw the deleted ones reads on).
+   */
+  rewind(id: string, through: number): Promise<{ events: StoredResponseEvent[]; nextSequence: number }>;
   /** A response's events after `sequence`, in order, at most `limit`. */
   eventsAfter(id: string, sequence: number, limit: number): Promise<StoredResponseEvent[]>;
   /** Deletes the events older than `ageMs` of responses no longer running; returns how many. */

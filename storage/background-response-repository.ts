@@ -30,7 +30,7 @@ function appendEvents(id: string, events: StoredResponseEvent[]) {
  */
 export function createBackgroundResponseRepository(db: Kysely<DatabaseSchema>): BackgroundResponseStore {
   return databaseCalls<BackgroundResponseStore>({
-    async start(record, events, runner, leaseMs) {
+    async start(record, events, runner, leaseMs, request) {
       await sql`with response as (
           insert into responses (id, user_id, session_id, previous_response_id, history_hash, status, body, input)
           values (${record.id}, ${record.userId}, ${record.sessionId}, ${record.previousResponseId}, ${record.historyHash},
@@ -40,12 +40,15 @@ export function createBackgroundResponseRepository(db: Kysely<DatabaseSchema>): 
           insert into response_events (response_id, sequence, type, data)
           select response.id, events.* from response, ${eventRows(events)} as events
         )
-        insert into background_runs (response_id, runner, expires_at)
-        select id, ${runner}::varchar, now() + ${leaseMs}::float8 * interval '1 millisecond' from response`.execute(db);
+        insert into background_runs (response_id, runner, expires_at, request)
+        select id, ${runner}::varchar, now() + ${leaseMs}::float8 * interval '1 millisecond', ${request}::text from response`.execute(db);
     },
 
-    async record(id, events, body) {
-      await sql`with appended as (${appendEvents(id, events)})
+    async record(id, events, body, shownThrough) {
+      await sql`with appended as (${appendEvents(id, events)}), shown as (
+          update background_runs set shown_through = ${shownThrough ?? null}::integer
+          where response_id = ${id} and ${shownThrough ?? null}::integer is not null
+        )
         update responses set status = coalesce(${body?.status ?? null}, status), body = coalesce(${body?.json ?? null}, body)
         where id = ${id}`.execute(db);
     },
@@ -71,10 +74,12 @@ export function createBackgroundResponseRepository(db: Kysely<DatabaseSchema>): 
       return result.numUpdatedRows > 0n;
     },
 
-    async failAbandoned(message, everyRun = false) {
+    async failAbandoned(message, maxAttempts, everyRun = false) {
       // The lapsed runs are taken (deleted) once: of two processes sweeping at once, one fails each response.
       const { rows } = await sql<{ id: string }>`with lapsed as (
-          delete from background_runs where ${everyRun}::boolean or expires_at < now() returning response_id
+          delete from background_runs
+          where (${everyRun}::boolean or expires_at < now()) and (request is null or attempts >= ${maxAttempts}::integer)
+          returning response_id
         ), failed as (
           update responses set status = 'failed',
             body = (body::jsonb || jsonb_build_object('status', 'failed', 'error', jsonb_build_object('code', 'server_error', 'message', ${message}::text)))::text
@@ -90,6 +95,37 @@ export function createBackgroundResponseRepository(db: Kysely<DatabaseSchema>): 
         )
         select id from failed`.execute(db);
       return rows.map((row) => row.id);
+    },
+
+    async takeOver(runner, leaseMs, maxAttempts, everyRun = false) {
+      // Of processes taking over at once, the first update wins; the others find the lease renewed and skip the run.
+      const { rows } = await sql<{ id: string; user_id: string; session_id: string; request: string; body: string; shown_through: number; attempts: number }>`
+        with taken as (
+          update background_runs
+          set runner = ${runner}, expires_at = now() + ${leaseMs}::float8 * interval '1 millisecond', attempts = attempts + 1, cancel_requested = false
+          where (${everyRun}::boolean or expires_at < now()) and request is not null and attempts < ${maxAttempts}::integer
+          returning response_id, request, shown_through, attempts
+        )
+        select responses.id, responses.user_id, responses.session_id, taken.request, responses.body, taken.shown_through, taken.attempts
+        from taken join responses on responses.id = taken.response_id`.execute(db);
+      return rows.map((row) => ({
+        id: row.id,
+        userId: row.user_id,
+        sessionId: row.session_id,
+        request: row.request,
+        body: row.body,
+        shownThrough: row.shown_through,
+        attempts: row.attempts,
+      }));
+    },
+
+    async rewind(id, through) {
+      const { rows } = await sql<{ next: number | null }>`with dropped as (
+          delete from response_events where response_id = ${id} and sequence > ${through}::integer returning sequence
+        )
+        select greatest((select max(sequence) from dropped), ${through}::integer) + 1 as next`.execute(db);
+      const events = await db.selectFrom('response_events').select(['sequence', 'type', 'data']).where('response_id', '=', id).where('sequence', '<=', through).orderBy('sequence').execute();
+      return { events, nextSequence: Number(rows[0]?.next ?? through + 1) };
     },
 
     async eventsAfter(id, sequence, limit) {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Response } from 'express';
-import type { BackgroundResponseStore, ResponseBodyText, ResponseStore } from '../../runtime/ports.js';
+import type { BackgroundResponseStore, ResponseBodyText, ResponseStore, TakenOverRun } from '../../runtime/ports.js';
 import { isServiceError, ServiceError } from '../../runtime/service-error.js';
 import type { Supervisor, TurnHandlers, TurnOutcome, TurnRequest } from '../../runtime/sessions/supervisor.js';
 import { RUN_STOPPED, type BackgroundRuns } from '../../runtime/responses/background-runs.js';
@@ -28,6 +28,8 @@ export type BackgroundResponseDeps = {
 /** One background response as its route hands it over. */
 export type BackgroundRequest = {
   request: ResponsesRequest;
+  /** The request's body as the client sent it (JSON text): stored, for a process that takes the response over. */
+  requestText: string;
   userId: string;
   frame: ResponseFrame;
   continuation: Continuation | undefined;
@@ -62,13 +64,7 @@ export async function startBackgroundResponse(deps: BackgroundResponseDeps, back
   const queued = responseBody(frame, { status: 'queued', output: [] });
   const queuedText = bodyTextOf(queued);
   let events: ResponseEventStream | undefined;
-  const log = new ResponseEventLog({
-    store: deps.background,
-    responseId: frame.id,
-    progress: () => events && bodyTextOf(events.partial()),
-    onStored: () => deps.runs.eventsStored(frame.id),
-    onError: deps.onError,
-  });
+  const log = eventLogOf(deps, frame.id, () => events);
   events = new ResponseEventStream(log, frame);
   events.queued();
   const record = {
@@ -81,7 +77,7 @@ export async function startBackgroundResponse(deps: BackgroundResponseDeps, back
     input: inputItemRecords(request, newItemId),
   };
   try {
-    await log.begin(record, deps.runs.runner, deps.runs.leaseMs);
+    await log.begin(record, deps.runs.runner, deps.runs.leaseMs, background.requestText);
   } catch (error) {
     release();
     throw error;
@@ -94,7 +90,42 @@ export async function startBackgroundResponse(deps: BackgroundResponseDeps, back
   else sendJsonText(res, queuedText.json);
 }
 
-/** Runs a background response's turn to its end and stores how it ended, with its last events. */
+/**
+ * Continues here a background response taken over from a process that stopped (`run`): its
+ * events after its last stored step are dropped (that step is shown again), its stream goes on
+ * from those kept, and its turn is sent again, so it continues from its stored steps (a
+ * finished tool call is not run again, one that may have started only if it may run twice).
+ */
+export function resumeBackgroundResponse(deps: BackgroundResponseDeps, background: BackgroundRequest, run: TakenOverRun): void {
+  deps.runs.run(run.id, async (signal) => {
+    const { events: shown, nextSequence } = await deps.background.rewind(run.id, run.shownThrough);
+    let events: ResponseEventStream | undefined;
+    const log = eventLogOf(deps, run.id, () => events);
+    events = ResponseEventStream.restored(log, background.frame, shown, nextSequence);
+    await runInBackground(deps, background, run.sessionId, events, log, signal, true);
+  });
+}
+
+/** The stored event log of a background response, storing with each batch the response as its stream stands. */
+function eventLogOf(deps: BackgroundResponseDeps, responseId: string, stream: () => ResponseEventStream | undefined): ResponseEventLog {
+  return new ResponseEventLog({
+    store: deps.background,
+    responseId,
+    progress: () => {
+      const events = stream();
+      return events && bodyTextOf(events.partial());
+    },
+    onStored: () => deps.runs.eventsStored(responseId),
+    onError: deps.onError,
+  });
+}
+
+/**
+ * Runs a background response's turn to its end and stores how it ended, with its last events.
+ * Before each step of the turn is stored, the events shown so far are (see TurnJournal), so a
+ * process that takes the response over knows what its readers saw; `taken` says this process
+ * took it over, its stream restored, so the steps stored already are not shown again.
+ */
 async function runInBackground(
   deps: BackgroundResponseDeps,
   background: BackgroundRequest,
@@ -102,9 +133,12 @@ async function runInBackground(
   stream: ResponseEventStream,
   log: ResponseEventLog,
   signal: AbortSignal,
+  taken = false,
 ): Promise<void> {
   const handlers: TurnHandlers = {
     signal,
+    beforeStep: () => log.step(stream.lastSequence),
+    stepsShown: taken,
     onSessionReady: () => stream.inProgress(),
     onContent: (piece) => stream.text(piece),
     onReasoning: (piece) => stream.reasoning(piece),

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { toJsonText } from '../../runtime/json-text.js';
 import type { ResponseBody, ResponseBodyText } from '../../runtime/ports.js';
 import type { ResponseStatus } from '../../runtime/responses/response-status.js';
@@ -34,6 +34,15 @@ export function newItemId(prefix: string): string {
   const random = entropy.toString('hex', entropyUsed, entropyUsed + ID_BYTES);
   entropyUsed += ID_BYTES;
   return `${prefix}_${timeDigits()}${random}`;
+}
+
+/**
+ * The id of the `mcp_call` item of a call of the service's tools in a response: made from the
+ * response's id and the call's, so that a process that takes the response over and shows the
+ * call again finds the item its readers were shown already.
+ */
+export function mcpCallItemId(responseId: string, callId: string): string {
+  return `mcp_${createHash('sha256').update(responseId).update('\u0000').update(callId).digest('hex').slice(0, 48)}`;
 }
 
 /**

@@ -1,6 +1,6 @@
 import { Router, type Request, type RequestHandler, type Response } from 'express';
 import type { ChatMessage } from '../../runtime/chat-types.js';
-import type { NewResponseRecord, ResponseBodyText, ResponseStore, SessionStore } from '../../runtime/ports.js';
+import type { NewResponseRecord, ResponseBodyText, ResponseStore, SessionStore, TakenOverRun } from '../../runtime/ports.js';
 import { isServiceError, ServiceError } from '../../runtime/service-error.js';
 import type { Supervisor, TurnOutcome, TurnRequest } from '../../runtime/sessions/supervisor.js';
 import { isFinalStatus } from '../../runtime/responses/response-status.js';
@@ -15,7 +15,7 @@ import { toServiceError } from '../http/error-handler.js';
 import { continuationFor, ownResponse, type Continuation } from './responses-history.js';
 import { approvalAnswersOf, clientToolsOf, inputItemRecords, inputMessages, parseResponsesRequest, type ResponsesRequest } from './responses-request.js';
 import { unixNow } from '../chat/completion-format.js';
-import { cancelResponse, startBackgroundResponse, type BackgroundResponseDeps } from './responses-background.js';
+import { cancelResponse, resumeBackgroundResponse, startBackgroundResponse, type BackgroundRequest, type BackgroundResponseDeps } from './responses-background.js';
 import { streamStoredResponse } from './stored-response-stream.js';
 import type { UsageLimiter } from '../http/usage-limits.js';
 import type { IdempotencyKeys } from '../../runtime/idempotency/idempotency-keys.js';
@@ -42,6 +42,8 @@ export type ResponsesRouterDeps = BackgroundResponseDeps & {
  */
 export function createResponsesRoutes(deps: ResponsesRouterDeps): { create: RequestHandler; router: Router } {
   const router = Router();
+  // A background response whose process stopped is continued here from its stored request.
+  deps.runs.onTakeOver((run) => void takeOver(deps, run).catch((error: Error) => deps.onError(error)));
 
   const create: RequestHandler = async (req, res) => {
     const request = parseResponsesRequest(req.body, { maxMessages: deps.maxMessages });
@@ -50,8 +52,7 @@ export function createResponsesRoutes(deps: ResponsesRouterDeps): { create: Requ
     const continuation = await continuationFor(deps, userId, request);
     const frame: ResponseFrame = { id: newItemId('resp'), createdAt: unixNow(), request, store: request.store ?? true, background: request.background ?? false };
     if (request.background) {
-      const turnOf = (from: Continuation | undefined) => turnRequestOf(deps, request, userId, from, originOf(req, res));
-      await startBackgroundResponse(deps, { request, userId, frame, continuation, turnOf, resolveAgain: () => continuationFor(deps, userId, request) }, res);
+      await startBackgroundResponse(deps, backgroundRequestOf(deps, { request, requestText: JSON.stringify(req.body), userId, frame, continuation }, originOf(req, res)), res);
       return;
     }
     const signal = await admitTurn(deps.limiter, userId, res);
@@ -73,8 +74,8 @@ export function createResponsesRoutes(deps: ResponsesRouterDeps): { create: Requ
     const stream = streamQuery(req);
     const startingAfter = startingAfterQuery(req);
     let record = await ownResponse(deps.responses, userId, id);
-    // A response still running whose process stopped is failed before it is shown.
-    if (!isFinalStatus(record.body.status) && (await deps.runs.failLapsed()).includes(id)) record = await ownResponse(deps.responses, userId, id);
+    // A response still running whose process stopped is taken over (or failed, past its attempts) before it is shown.
+    if (!isFinalStatus(record.body.status) && (await deps.runs.settleLapsed()).includes(id)) record = await ownResponse(deps.responses, userId, id);
     if (stream) await streamStoredResponse(deps, id, record.body, startingAfter, res);
     else res.json(record.body);
   });
@@ -103,6 +104,35 @@ export function createResponsesRoutes(deps: ResponsesRouterDeps): { create: Requ
   });
 
   return { create, router };
+}
+
+/** A background response as its turn runs it: the request, and how its session turn is made from a continuation. */
+function backgroundRequestOf(
+  deps: ResponsesRouterDeps,
+  started: Pick<BackgroundRequest, 'request' | 'requestText' | 'userId' | 'frame' | 'continuation'>,
+  origin: RequestOrigin,
+): BackgroundRequest {
+  const { request, userId } = started;
+  return {
+    ...started,
+    turnOf: (from) => turnRequestOf(deps, request, userId, from, origin),
+    resolveAgain: () => continuationFor(deps, userId, request),
+  };
+}
+
+/**
+ * Continues a background response taken over from a process that stopped: its stored request
+ * parsed again, its continuation resolved again (its session has not moved on: the turn never
+ * ended), its frame as it was created.
+ */
+async function takeOver(deps: ResponsesRouterDeps, run: TakenOverRun): Promise<void> {
+  const request = parseResponsesRequest(JSON.parse(run.request), { maxMessages: deps.maxMessages });
+  const createdAt = (JSON.parse(run.body) as { created_at: number }).created_at;
+  const frame: ResponseFrame = { id: run.id, createdAt, request, store: true, background: true };
+  const continuation = await continuationFor(deps, run.userId, request);
+  // Sent again as the same request: the session's stored message is not stored twice.
+  const origin = { requestId: undefined, retried: true };
+  resumeBackgroundResponse(deps, backgroundRequestOf(deps, { request, requestText: run.request, userId: run.userId, frame, continuation }, origin), run);
 }
 
 /** One turn of the Responses API, from its continuation to its answer. */

@@ -1,13 +1,14 @@
 import type { ToolCallDelta } from '../../runtime/llm/llm-client.js';
 import type { ToolActivity, TurnOutcome } from '../../runtime/sessions/supervisor.js';
 import type { ApprovalRequest } from '../../runtime/tools/tool-approvals.js';
-import type { ResponseBodyText } from '../../runtime/ports.js';
+import type { ResponseBodyText, StoredResponseEvent } from '../../runtime/ports.js';
 import type { ResponseEventSink } from '../../runtime/responses/response-event-log.js';
 import {
   approvalRequestItem,
   bodyTextOf,
   functionCallItem,
   mcpCallItem,
+  mcpCallItemId,
   messageItem,
   newItemId,
   outputItems,
@@ -50,11 +51,63 @@ export class ResponseEventStream {
   private readonly calls = new Map<number, StreamedCall>();
   /** The finished items by output index: what a failed response shows. */
   private readonly finished = new Map<number, Record<string, unknown>>();
+  /** The `mcp_call` items its readers were shown before the response was taken over, by item id, and whether each was done. */
+  private readonly shownCalls = new Map<string, { outputIndex: number; done: boolean }>();
+  /** `response.in_progress` was shown (before the response was taken over). */
+  private shownInProgress = false;
 
   constructor(
     private readonly sink: ResponseEventSink,
     private readonly frame: ResponseFrame,
   ) {}
+
+  /**
+   * The stream of a background response taken over from a process that stopped, its readers
+   * shown `events` so far: it goes on from their items, each with the text it had, and from
+   * `nextSequence`. A call shown again (the turn's continuation reuses its stored result, or
+   * runs it again) keeps the item it had; what was shown already is not shown twice.
+   */
+  static restored(sink: ResponseEventSink, frame: ResponseFrame, events: readonly StoredResponseEvent[], nextSequence: number): ResponseEventStream {
+    const stream = new ResponseEventStream(sink, frame);
+    for (const event of events) stream.replay(JSON.parse(event.data) as StoredEvent);
+    stream.sequence = nextSequence;
+    return stream;
+  }
+
+  /** The sequence number of the last event so far (-1 before the first). */
+  get lastSequence(): number {
+    return this.sequence - 1;
+  }
+
+  /** Takes in a stored event's effect on the items, without showing it again. */
+  private replay(event: StoredEvent): void {
+    const index = event.output_index ?? -1;
+    const item = event.item;
+    if (event.type === 'response.in_progress') this.shownInProgress = true;
+    if (index >= this.outputs) this.outputs = index + 1;
+    const streamed = (list: StreamedMessage[]) => list.find((entry) => entry.itemId === event.item_id);
+    switch (event.type) {
+      case 'response.output_item.added':
+        if (item?.type === 'message') this.messages.push({ itemId: String(item.id), outputIndex: index, text: '', open: true });
+        if (item?.type === 'reasoning') this.reasonings.push({ itemId: String(item.id), outputIndex: index, text: '', open: true });
+        if (item?.type === 'mcp_call') this.shownCalls.set(String(item.id), { outputIndex: index, done: false });
+        break;
+      case 'response.output_text.delta':
+        streamed(this.messages)!.text += event.delta ?? '';
+        break;
+      case 'response.reasoning_text.delta':
+        streamed(this.reasonings)!.text += event.delta ?? '';
+        break;
+      case 'response.output_item.done': {
+        this.finished.set(index, item!);
+        const id = String(item!.id);
+        for (const entry of [...this.messages, ...this.reasonings]) if (entry.itemId === id) entry.open = false;
+        const call = this.shownCalls.get(id);
+        if (call) call.done = true;
+        break;
+      }
+    }
+  }
 
   /** The first events: the response exists and is being produced. */
   begin(): void {
@@ -71,6 +124,7 @@ export class ResponseEventStream {
 
   /** The response is being produced (a background response's turn started). */
   inProgress(): void {
+    if (this.shownInProgress) return;
     this.emit('response.in_progress', { response: responseBody(this.frame, { status: 'in_progress', output: [] }) });
   }
 
@@ -113,9 +167,15 @@ export class ResponseEventStream {
 
   toolActivity(activity: ToolActivity): void {
     const { call, approvalRequestId } = activity;
+    const itemId = mcpCallItemId(this.frame.id, call.id);
+    const shown = this.shownCalls.get(itemId);
     if (activity.phase === 'started') {
       this.closeItems();
-      const item = { itemId: newItemId('mcp'), outputIndex: this.outputs++ };
+      if (shown) {
+        this.mcpCalls.set(call.id, { itemId, outputIndex: shown.outputIndex });
+        return;
+      }
+      const item = { itemId, outputIndex: this.outputs++ };
       this.mcpCalls.set(call.id, item);
       const where = { item_id: item.itemId, output_index: item.outputIndex };
       this.emit('response.output_item.added', { output_index: item.outputIndex, item: mcpCallItem(item.itemId, call, undefined, approvalRequestId) });
@@ -125,7 +185,7 @@ export class ResponseEventStream {
       return;
     }
     const item = this.mcpCalls.get(call.id);
-    if (!item) return;
+    if (!item || shown?.done) return;
     const done = mcpCallItem(item.itemId, call, activity.result, approvalRequestId);
     this.emit(done.status === 'failed' ? 'response.mcp_call.failed' : 'response.mcp_call.completed', { item_id: item.itemId, output_index: item.outputIndex });
     this.itemDone(item.outputIndex, done);
@@ -259,6 +319,9 @@ export class ResponseEventStream {
     this.sink.event(type, json(sequence), sequence);
   }
 }
+
+/** A stored event's fields the restored stream reads. */
+type StoredEvent = { type: string; output_index?: number; item_id?: string; delta?: string; item?: Record<string, unknown> & { id?: unknown; type?: unknown } };
 
 /** Output items in the order of their output indexes. */
 function byOutputIndex(items: ReadonlyMap<number, Record<string, unknown>>): Array<Record<string, unknown>> {

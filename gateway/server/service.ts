@@ -232,12 +232,10 @@ export async function startService(config: AppConfig, logger: Logger, options: S
   const backgroundRuns = new BackgroundRuns({
     store: stores.backgroundResponses,
     leaseMs: config.sessions.lease_ms,
+    maxAttempts: config.sessions.max_turn_attempts,
     eventRetentionMs: config.responses.event_retention_ms,
     onError: (error) => logger.warn(`background responses: ${error.message}`),
   });
-  // Responses left running by a process that stopped are failed now, not at the first sweep;
-  // on the embedded database, which one process opens at a time, that is every one left running.
-  await backgroundRuns.failLapsed(database.kind === 'pglite');
   const idempotencyKeys = new IdempotencyKeys(
     stores.idempotencyKeys,
     newHolderId(),
@@ -309,6 +307,10 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     metrics,
     inspectRouter: inspectRoutes.router,
   });
+  // Responses left running by a process that stopped are taken over now (the routes know how to
+  // continue them), not at the first sweep; on the embedded database, which one process opens at
+  // a time, that is every one left running.
+  await backgroundRuns.settleLapsed(database.kind === 'pglite');
   const handedOver = options.handedConnections;
   // A worker's own port is on loopback, only so that Node tracks the connections it is handed.
   const server = handedOver

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { newHolderId } from '../sessions/process-identity.js';
-import type { BackgroundResponseStore } from '../ports.js';
+import type { BackgroundResponseStore, TakenOverRun } from '../ports.js';
 
 /** Why a background run's signal was aborted (its `reason`). */
 export const RUN_CANCELLED = 'cancelled';
@@ -15,8 +15,10 @@ const MAX_RENEW_MS = 500;
 /** What the background runs are built from. */
 export type BackgroundRunsDeps = {
   store: BackgroundResponseStore;
-  /** A run not renewed this long is taken for abandoned (its process died) and its response fails. */
+  /** A run not renewed this long is taken for abandoned (its process died): it is taken over, or its response fails. */
   leaseMs: number;
+  /** How many times a run is taken over before its response fails instead (`sessions.max_turn_attempts`). */
+  maxAttempts: number;
   /** How long a response's events are kept after it ended. */
   eventRetentionMs: number;
   onError: (error: Error) => void;
@@ -29,8 +31,9 @@ type LocalRun = { controller: AbortController; done: Promise<void>; startedAt: n
  * The background responses this process runs (`background: true`): each turn runs here
  * whether or not a client is connected, its run row renewed while it runs. A cancel asked on
  * any process reaches the run at its next renewal; a run whose process died is no longer
- * renewed, and the sweep that every process makes fails its response. Readers of a response's
- * stored events here are woken as new ones are stored.
+ * renewed, and the sweep that every process makes takes it over (`onTakeOver` continues its
+ * turn here), or fails its response once it was taken over `maxAttempts` times. Readers of a
+ * response's stored events here are woken as new ones are stored.
  */
 export class BackgroundRuns {
   /** This process, as the run rows name it. */
@@ -40,6 +43,8 @@ export class BackgroundRuns {
   private readonly renewal: NodeJS.Timeout;
   private readonly sweeper: NodeJS.Timeout;
   private stopping = false;
+  /** Continues a run taken over here; none: lapsed runs fail. */
+  private resume: ((run: TakenOverRun) => void) | undefined;
 
   constructor(private readonly deps: BackgroundRunsDeps) {
     this.renewal = setInterval(() => void this.renew(), Math.min(MAX_RENEW_MS, Math.max(50, Math.floor(deps.leaseMs / 3))));
@@ -50,6 +55,11 @@ export class BackgroundRuns {
 
   get leaseMs(): number {
     return this.deps.leaseMs;
+  }
+
+  /** How a run taken over here is continued (the Responses API's routes know how to run its request). */
+  onTakeOver(resume: (run: TakenOverRun) => void): void {
+    this.resume = resume;
   }
 
   /** Runs the turn of a stored background response here; `work` gets the signal that cancels it. */
@@ -94,19 +104,25 @@ export class BackgroundRuns {
   }
 
   /**
-   * Fails the responses whose runs lapsed (their process stopped; with `everyRun`, every
-   * running one: see the store); the readers of the failed ones here are woken. Returns their ids.
+   * Settles the runs that lapsed (their process stopped; with `everyRun`, every running one:
+   * see the store): each is taken over and continued here, unless it was taken over
+   * `maxAttempts` times already (or nothing here can continue it): then its response fails, and
+   * its readers here are woken. Returns the ids of the failed ones.
    */
-  async failLapsed(everyRun = false): Promise<string[]> {
-    const failed = await this.deps.store.failAbandoned(ABANDONED_MESSAGE, everyRun);
+  async settleLapsed(everyRun = false): Promise<string[]> {
+    const { store, maxAttempts } = this.deps;
+    const resume = this.stopping ? undefined : this.resume;
+    const message = resume ? `${ABANDONED_MESSAGE}, and so did the ${maxAttempts === 1 ? 'one' : maxAttempts} that took it over (sessions.max_turn_attempts)` : ABANDONED_MESSAGE;
+    const failed = await store.failAbandoned(message, resume ? maxAttempts : 0, everyRun);
     for (const id of failed) this.eventsStored(id);
+    if (resume) for (const run of await store.takeOver(this.runner, this.deps.leaseMs, maxAttempts, everyRun)) resume(run);
     return failed;
   }
 
   /** The periodic sweep: lapsed runs fail, events kept past their time are deleted. */
   private async sweep(): Promise<void> {
     try {
-      await this.failLapsed();
+      await this.settleLapsed();
       await this.deps.store.pruneEvents(this.deps.eventRetentionMs);
     } catch (error) {
       this.deps.onError(error as Error);

@@ -41,11 +41,29 @@ export class ResponseEventLog implements ResponseEventSink {
   /** The end of the events is stored by `finish`, with the response's end. */
   end(): void {}
 
-  /** Stores the response as it starts, with the events so far (its first ones) and its run. */
-  async begin(record: NewResponseRecord, runner: string, leaseMs: number): Promise<void> {
+  /** Stores the response as it starts, with the events so far (its first ones) and its run, with the `request` (JSON text) it runs. */
+  async begin(record: NewResponseRecord, runner: string, leaseMs: number, request: string): Promise<void> {
     clearTimeout(this.timer);
     this.timer = undefined;
-    await this.deps.store.start(record, this.take(), runner, leaseMs);
+    await this.deps.store.start(record, this.take(), runner, leaseMs, request);
+  }
+
+  /**
+   * Stores the events not stored yet now, noting that those through `through` (the last so far)
+   * are stored: a step of the turn is stored next, and a process that takes the run over keeps
+   * the events up to here. Rejects when they could not be stored (the step must not be either).
+   */
+  async step(through: number): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const events = this.take();
+    const { store, responseId, progress, onStored } = this.deps;
+    const written = this.writing.then(() => store.record(responseId, events, progress(), through));
+    this.writing = written.then(onStored, (error: Error) => {
+      this.pending = [...events, ...this.pending];
+      this.deps.onError(error);
+    });
+    await written;
   }
 
   /** Stores the response's end and the events not stored yet, after the batches under way. */

@@ -15,6 +15,8 @@ import { startServiceProcess } from './service-process.js';
 const LEASE_MS = 1_000;
 /** The scripted LLM never answers this turn: it runs until its process dies. */
 const HANGING_INPUT = 'Think about it for a long time [[hang]]';
+/** A turn the scripted LLM does not answer the first time it is asked (`hangOnce`), and answers after. */
+const INPUT = 'Think about it';
 
 /** The service on `port` with `env` added, its sessions and runs leased for LEASE_MS. */
 function startService(port: number, llm: FakeLlm, env: NodeJS.ProcessEnv): Promise<RunningChild> {
@@ -26,6 +28,48 @@ async function replay(client: OpenAI, id: string): Promise<ResponseStreamEvent[]
   const events: ResponseStreamEvent[] = [];
   for await (const event of await client.responses.retrieve(id, { stream: true })) events.push(event);
   return events;
+}
+
+/** Makes the scripted LLM leave the next request unanswered (until its process dies), and echo after. */
+function hangOnce(llm: FakeLlm): void {
+  llm.reset();
+  llm.script({ reply: { hang: true }, times: 1 });
+}
+
+/**
+ * What a client sees of a background response whose process died, taken over by another process
+ * (or the next start): completed, its events read again from the start those of one response
+ * (created once, in progress once, its text once, completed last), its message stored once, and
+ * its session goes on from it.
+ */
+async function expectCompletedAndContinued(client: OpenAI, id: string, databaseUrl?: string): Promise<void> {
+  const completed = await waitFor(async () => {
+    const response = await client.responses.retrieve(id);
+    expect(response.status).to.be.oneOf(['queued', 'in_progress', 'completed']);
+    return response.status === 'completed' ? response : undefined;
+  }, 'the response to complete', 4 * LEASE_MS + 15_000);
+  expect(completed.output_text).to.equal(`Echo: ${INPUT}`);
+  const events = await replay(client, id);
+  const types = events.map((event) => event.type);
+  expect(types.filter((type) => type === 'response.created')).to.have.length(1);
+  expect(types.filter((type) => type === 'response.in_progress')).to.have.length(1);
+  expect(types.at(-1)).to.equal('response.completed');
+  const text = events.flatMap((event) => (event.type === 'response.output_text.delta' ? [event.delta] : [])).join('');
+  expect(text).to.equal(`Echo: ${INPUT}`);
+  const sequences = events.map((event) => event.sequence_number);
+  expect(sequences, 'increasing sequence numbers').to.deep.equal([...sequences].sort((a, b) => a - b));
+  if (databaseUrl) {
+    const db = new pg.Client({ connectionString: databaseUrl });
+    await db.connect();
+    try {
+      const { rows } = await db.query<{ role: string }>('select role from conversations where session_id = (select session_id from responses where id = $1) order by id', [id]);
+      expect(rows.map((row) => row.role)).to.deep.equal(['user', 'assistant']);
+    } finally {
+      await db.end();
+    }
+  }
+  const next = await client.responses.create({ model: 'svc-agent', input: 'Are you there?', previous_response_id: id });
+  expect(next).to.include({ status: 'completed', output_text: 'Echo: Are you there?' });
 }
 
 /** What a client sees of a background response whose process died: failed, with a last response.failed event, and the session goes on. */
@@ -68,8 +112,9 @@ onServer(`a worker killed under a background response${serverUrl ? '' : ' (skipp
     await database?.drop();
   });
 
-  it('leaves it failed, never in progress, and its session usable, once the lapsed run is found on any worker', async () => {
-    const created = await client.responses.create({ model: 'svc-agent', input: HANGING_INPUT, background: true });
+  it('has another worker take it over and complete it, its stream that of one response, its session usable', async () => {
+    hangOnce(llm);
+    const created = await client.responses.create({ model: 'svc-agent', input: INPUT, background: true });
     await llm.waitForRequest(() => true, 10_000);
     const runner = await waitFor(async () => {
       const db = new pg.Client({ connectionString: database.url });
@@ -86,7 +131,7 @@ onServer(`a worker killed under a background response${serverUrl ? '' : ' (skipp
     expect(clusterWorkersOf(service.process.pid!)).to.include(pid);
     process.kill(pid, 'SIGKILL');
     await waitFor(() => !isProcessAlive(pid), 'the worker to die');
-    await expectFailedAndContinued(client, created.id);
+    await expectCompletedAndContinued(client, created.id, database.url);
   });
 });
 
@@ -106,19 +151,41 @@ describe('the embedded service killed or stopped under a background response', f
     rmSync(folder, { recursive: true, force: true });
   });
 
-  it('fails the response at the next start, and its session goes on', async () => {
+  /** Kills the service where it runs a background response, and starts it again. */
+  async function killAndRestart(port: number, env: NodeJS.ProcessEnv): Promise<void> {
+    await llm.waitForRequest(() => true, 10_000);
+    const pid = service!.process.pid!;
+    process.kill(pid, 'SIGKILL');
+    await waitFor(() => !isProcessAlive(pid), 'the service to die');
+    service = await startService(port, llm, env);
+  }
+
+  it('takes the response over at the next start and completes it, and its session goes on', async () => {
     const port = await freePort();
     const env = { DB_URL: '', DATA_DIR: join(folder, 'data') };
     const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'placeholder', maxRetries: 0 });
     service = await startService(port, llm, env);
-    const created = await client.responses.create({ model: 'svc-agent', input: HANGING_INPUT, background: true });
-    await llm.waitForRequest(() => true, 10_000);
-    const pid = service.process.pid!;
-    process.kill(pid, 'SIGKILL');
-    await waitFor(() => !isProcessAlive(pid), 'the service to die');
+    hangOnce(llm);
+    const created = await client.responses.create({ model: 'svc-agent', input: INPUT, background: true });
+    await killAndRestart(port, env);
+    await expectCompletedAndContinued(client, created.id);
+  });
+
+  it('fails the response with its reason once it was taken over sessions.max_turn_attempts times, and its session goes on', async () => {
+    await service?.stop(2_000);
+    const port = await freePort();
+    const env = { DB_URL: '', DATA_DIR: join(folder, 'data'), SESSIONS_MAX_TURN_ATTEMPTS: '1' };
+    const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'placeholder', maxRetries: 0 });
     service = await startService(port, llm, env);
-    // Failed at start: the first read already says so.
-    expect(await client.responses.retrieve(created.id)).to.deep.include({ status: 'failed' });
+    llm.reset();
+    const created = await client.responses.create({ model: 'svc-agent', input: HANGING_INPUT, background: true });
+    // Taken over once at the next start, where it hangs again; given up at the start after.
+    await killAndRestart(port, env);
+    llm.reset();
+    await killAndRestart(port, env);
+    const failed = await client.responses.retrieve(created.id);
+    expect(failed.status).to.equal('failed');
+    expect(failed.error!.message).to.equal('the service process running this response stopped before it finished, and so did the one that took it over (sessions.max_turn_attempts)');
     await expectFailedAndContinued(client, created.id);
   });
 

@@ -21,6 +21,9 @@ type KillPoint = 'before the LLM call' | 'mid-stream' | 'after a tool started' |
 /** The fields of a response the checks read. */
 type ResponseBody = { id: string; status: string; output: Array<{ type: string; content?: Array<{ text: string }> }>; error?: { message: string } };
 
+/** The fields of a streamed event the checks read. */
+type StreamedEvent = { type: string; sequence_number: number; delta?: string; item?: { type: string } };
+
 const serverUrl = process.env.TEST_DATABASE_URL;
 const onServer = serverUrl ? describe : describe.skip;
 
@@ -187,13 +190,67 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
     });
   });
 
-  /** Creates a response for `userId`, with an Idempotency-Key when given. */
+  /** Creates a response of `input` for `userId`, in the background or keyed, without waiting for its end. */
   async function respond(userId: string, body: Record<string, unknown>, key?: string): Promise<{ status: number; body: ResponseBody }> {
     const headers: Record<string, string> = { 'Content-Type': 'application/json', 'X-User-ID': userId };
     if (key) headers['Idempotency-Key'] = key;
     const response = await fetch(`http://127.0.0.1:${port}/v1/responses`, { method: 'POST', headers, body: JSON.stringify({ model: 'svc-agent', ...body }) });
     return { status: response.status, body: (await response.json()) as ResponseBody };
   }
+
+  /** A response's stream read again from its start: each event's type, sequence number, delta and item. */
+  async function eventsOf(userId: string, id: string): Promise<StreamedEvent[]> {
+    const response = await fetch(`http://127.0.0.1:${port}/v1/responses/${id}?stream=true`, { headers: { 'X-User-ID': userId } });
+    const text = await response.text();
+    return text
+      .split('\n')
+      .filter((line) => line.startsWith('data: ') && line !== 'data: [DONE]')
+      .map((line) => JSON.parse(line.slice('data: '.length)) as StreamedEvent);
+  }
+
+  /** The checks of a response's stream read again: one response's events, in order, each call's item once, the text once. */
+  function expectOneResponse(events: StreamedEvent[], outputText: string): void {
+    const types = events.map((event) => event.type);
+    expect(types.filter((type) => type === 'response.created'), 'created').to.have.length(1);
+    expect(types.filter((type) => type === 'response.in_progress'), 'in progress').to.have.length(1);
+    expect(types.at(-1)).to.equal('response.completed');
+    const sequences = events.map((event) => event.sequence_number);
+    expect(sequences, 'increasing sequence numbers').to.deep.equal([...new Set(sequences)].sort((a, b) => a - b));
+    const calls = events.filter((event) => event.type === 'response.output_item.added' && event.item?.type === 'mcp_call');
+    expect(calls, 'the call shown').to.have.length(1);
+    expect(events.filter((event) => event.type === 'response.output_item.done' && event.item?.type === 'mcp_call'), 'the call done').to.have.length(1);
+    expect(events.flatMap((event) => (event.type === 'response.output_text.delta' ? [event.delta] : [])).join(''), 'the text').to.equal(outputText);
+  }
+
+  describe('the Responses API in the background: taken over by the next start', () => {
+    for (const point of ['mid-stream', 'after a tool started', 'after a tool finished'] as const) {
+      it(`killed ${point}: completed once, its stream that of one response, the tool started once`, async () => {
+        const userId = `user-${randomUUID()}`;
+        scriptTurn('once__slow-write', point);
+        const writes = written('once').length;
+        const created = await respond(userId, { input: 'save it', background: true });
+        expect(created.status).to.equal(200);
+        await killAt(point, 'once', writes);
+        const completed = await waitFor(async () => {
+          const { body } = await fetch(`http://127.0.0.1:${port}/v1/responses/${created.body.id}`, { headers: { 'X-User-ID': userId } }).then(async (response) => ({ body: (await response.json()) as ResponseBody }));
+          expect(body.status).to.be.oneOf(['queued', 'in_progress', 'completed']);
+          return body.status === 'completed' ? body : undefined;
+        }, 'the response to complete', 30_000);
+        expect(written('once').length - writes, 'the tool started').to.equal(1);
+        const outputText = completed.output.flatMap((item) => (item.type === 'message' ? item.content!.map((part) => part.text) : [])).join('');
+        expect(outputText).to.include('all done, saved');
+        expect(completed.output.filter((item) => item.type === 'mcp_call'), 'the call in the output').to.have.length(1);
+        expectOneResponse(await eventsOf(userId, created.body.id), outputText);
+        const stored = await transcriptOf(userId);
+        expect(new Set(stored.map((entry) => entry.session)).size, 'sessions (no branch)').to.equal(1);
+        const rows = stored.map((entry) => entry.row);
+        expect(rows.filter((row) => row === 'user: save it'), 'the message').to.have.length(1);
+        expect(rows.filter((row) => row.startsWith('tool: ')), 'the tool result').to.have.length(1);
+        expect(rows.filter((row) => row.startsWith('assistant: ')), 'the answer').to.have.length(1);
+        if (point === 'after a tool started') expect(rows.find((row) => row.startsWith('tool: '))).to.include('is unknown');
+      });
+    }
+  });
 
   describe('the Responses API, a keyed request sent again', () => {
     for (const point of ['after a tool started', 'after a tool finished'] as const) {

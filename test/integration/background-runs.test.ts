@@ -26,7 +26,7 @@ for (const target of databaseTargets()) {
       await migrateToLatest(database, { vector: false, embeddingDimensions: 3 });
       store = createBackgroundResponseRepository(database.db);
       responses = createResponseRepository(database.db);
-      const deps = { store, leaseMs: LEASE_MS, eventRetentionMs: 60_000, onError: (error: Error) => errors.push(error) };
+      const deps = { store, leaseMs: LEASE_MS, maxAttempts: 2, eventRetentionMs: 60_000, onError: (error: Error) => errors.push(error) };
       here = new BackgroundRuns(deps);
       there = new BackgroundRuns(deps);
     });
@@ -39,7 +39,7 @@ for (const target of databaseTargets()) {
     /** Starts a run here that waits until its signal aborts, and says why it did. */
     async function runHere(): Promise<{ id: string; reason: Promise<unknown> }> {
       const record = queuedResponse();
-      await store.start(record, [], here.runner, LEASE_MS);
+      await store.start(record, [], here.runner, LEASE_MS, '{}');
       let settle!: (reason: unknown) => void;
       const reason = new Promise<unknown>((resolve) => (settle = resolve));
       here.run(record.id, (signal) => new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(settle(signal.reason)), { once: true })));
@@ -57,7 +57,7 @@ for (const target of databaseTargets()) {
       const firstExpiry = await expiryOf(id);
       // Past the first lease's end, and renewed since: unrenewed, it would have lapsed by now.
       await waitFor(async () => Date.now() > firstExpiry && (await expiryOf(id)) > Date.now(), 'a renewal past the first lease');
-      expect(await there.failLapsed()).to.not.include(id);
+      expect(await there.settleLapsed()).to.not.include(id);
       await here.cancel(id);
     });
 
@@ -90,12 +90,34 @@ for (const target of databaseTargets()) {
 
     it('fails the response of a run nobody renews once its lease lapsed', async () => {
       const record = queuedResponse();
-      await store.start(record, [], `gone-${randomUUID()}`, LEASE_MS);
-      expect(await there.failLapsed()).to.not.include(record.id);
-      const failed = await waitFor(async () => (await there.failLapsed()).includes(record.id), 'the lapsed run', 5_000);
+      await store.start(record, [], `gone-${randomUUID()}`, LEASE_MS, '{}');
+      expect(await there.settleLapsed()).to.not.include(record.id);
+      const failed = await waitFor(async () => (await there.settleLapsed()).includes(record.id), 'the lapsed run', 5_000);
       expect(failed).to.equal(true);
       expect((await responses.get(record.id))!.body).to.deep.include({ status: 'failed' });
       expect(errors).to.deep.equal([]);
+    });
+
+    it('takes a lapsed run over in a process that continues it, again each time it lapses, and fails it once taken over the most times', async () => {
+      const taker = new BackgroundRuns({ store, leaseMs: LEASE_MS, maxAttempts: 2, eventRetentionMs: 60_000, onError: (error: Error) => errors.push(error) });
+      // It takes the run and never runs it, as a process that died at once would.
+      const taken: number[] = [];
+      taker.onTakeOver((run) => taken.push(run.attempts));
+      try {
+        const record = queuedResponse();
+        await store.start(record, [], `gone-${randomUUID()}`, LEASE_MS, '{"input":"hi"}');
+        await waitFor(async () => (await taker.settleLapsed(), taken.length === 2), 'two takeovers', 10_000);
+        expect(taken).to.deep.equal([1, 2]);
+        expect((await responses.get(record.id))!.body).to.deep.include({ status: 'queued' });
+        const failed = await waitFor(async () => (await taker.settleLapsed()).includes(record.id), 'the run given up', 5_000);
+        expect(failed).to.equal(true);
+        const body = (await responses.get(record.id))!.body as { status: string; error: { message: string } };
+        expect(body.status).to.equal('failed');
+        expect(body.error.message).to.equal('the service process running this response stopped before it finished, and so did the 2 that took it over (sessions.max_turn_attempts)');
+        expect(errors).to.deep.equal([]);
+      } finally {
+        await taker.stop(0);
+      }
     });
   });
 }
