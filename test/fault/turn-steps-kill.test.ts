@@ -24,6 +24,14 @@ type ResponseBody = { id: string; status: string; output: Array<{ type: string; 
 /** The fields of a streamed event the checks read. */
 type StreamedEvent = { type: string; sequence_number: number; delta?: string; item?: { type: string } };
 
+/** The data of each event of a server-sent event stream. */
+function sseEvents(text: string): unknown[] {
+  return text
+    .split('\n')
+    .filter((line) => line.startsWith('data: ') && line !== 'data: [DONE]')
+    .map((line) => JSON.parse(line.slice('data: '.length)) as unknown);
+}
+
 const serverUrl = process.env.TEST_DATABASE_URL;
 const onServer = serverUrl ? describe : describe.skip;
 
@@ -195,17 +203,16 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
     const headers: Record<string, string> = { 'Content-Type': 'application/json', 'X-User-ID': userId };
     if (key) headers['Idempotency-Key'] = key;
     const response = await fetch(`http://127.0.0.1:${port}/v1/responses`, { method: 'POST', headers, body: JSON.stringify({ model: 'svc-agent', ...body }) });
-    return { status: response.status, body: (await response.json()) as ResponseBody };
+    if (!body.stream || response.status !== 200) return { status: response.status, body: (await response.json()) as ResponseBody };
+    // Streamed: the response as its last event carries it.
+    const last = sseEvents(await response.text()).at(-1) as { response?: ResponseBody } | undefined;
+    return { status: response.status, body: last?.response ?? { id: '', status: 'unfinished', output: [] } };
   }
 
   /** A response's stream read again from its start: each event's type, sequence number, delta and item. */
   async function eventsOf(userId: string, id: string): Promise<StreamedEvent[]> {
     const response = await fetch(`http://127.0.0.1:${port}/v1/responses/${id}?stream=true`, { headers: { 'X-User-ID': userId } });
-    const text = await response.text();
-    return text
-      .split('\n')
-      .filter((line) => line.startsWith('data: ') && line !== 'data: [DONE]')
-      .map((line) => JSON.parse(line.slice('data: '.length)) as StreamedEvent);
+    return sseEvents(await response.text()) as StreamedEvent[];
   }
 
   /** The checks of a response's stream read again: one response's events, in order, each call's item once, the text once. */
@@ -223,7 +230,7 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
   }
 
   describe('the Responses API in the background: taken over by the next start', () => {
-    for (const point of ['mid-stream', 'after a tool started', 'after a tool finished'] as const) {
+    for (const point of points) {
       it(`killed ${point}: completed once, its stream that of one response, the tool started once`, async () => {
         const userId = `user-${randomUUID()}`;
         scriptTurn('once__slow-write', point);
@@ -253,18 +260,20 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
   });
 
   describe('the Responses API, a keyed request sent again', () => {
-    for (const point of ['after a tool started', 'after a tool finished'] as const) {
+    for (const point of points) {
       it(`killed ${point}: answered once, the tool started once`, async () => {
         const userId = `user-${randomUUID()}`;
         const key = randomUUID();
         scriptTurn('once__slow-write', point);
         const writes = written('once').length;
-        const first = respond(userId, { input: 'save it' }, key).catch(() => undefined);
+        // Streamed, so the LLM's answer streams too (the retry sends the same body: its key's).
+        const first = respond(userId, { input: 'save it', stream: true }, key).catch(() => undefined);
         await killAt(point, 'once', writes);
         await first;
         // Sent again with its key: it waits until the dead process's hold on the key lapsed, then continues the turn.
-        const retried = await respond(userId, { input: 'save it' }, key);
+        const retried = await respond(userId, { input: 'save it', stream: true }, key);
         expect(retried.status).to.equal(200);
+        expect(retried.body.status).to.equal('completed');
         expect(written('once').length - writes, 'the tool started').to.equal(1);
         const stored = await expectStoredOnce(userId, 'save it');
         if (point === 'after a tool started') expect(stored.find((entry) => entry.row.startsWith('tool: '))!.row).to.include('is unknown');
