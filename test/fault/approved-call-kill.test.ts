@@ -134,6 +134,34 @@ onServer(`the service killed while it carries out an approved call${serverUrl ? 
     expect(written('once').length, 'the call started once').to.equal(writes + 1);
   });
 
+  it('carries out an approval a background response decided, taken over by the next start: the call not run twice, the response completed', async () => {
+    const tool = 'once__slow-write';
+    llm.script(
+      { match: { lastUserIncludes: 'send it', hasToolResults: false }, reply: { toolCalls: [{ name: tool, arguments: { ms: CALL_MS } }] }, times: 1 },
+      { match: { hasToolResults: true }, reply: { content: 'sent' } },
+    );
+    const post = async (body: unknown) => {
+      const response = await fetch(`http://127.0.0.1:${port}/v1/responses`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+      return (await response.json()) as { id: string; status: string; output_text?: string; output: Array<{ type: string; id: string; error?: unknown }> };
+    };
+    const asked = await post({ input: 'send it' });
+    const request = asked.output.find((item) => item.type === 'mcp_approval_request')!;
+    const writes = written('once').length;
+    const approving = await post({ previous_response_id: asked.id, background: true, input: [{ type: 'mcp_approval_response', approval_request_id: request.id, approve: true }] });
+    await waitFor(() => written('once').length === writes + 1, 'the approved call to start', 20_000);
+    service!.process.kill('SIGKILL');
+    service = await startService();
+    const completed = await waitFor(async () => {
+      const response = await fetch(`http://127.0.0.1:${port}/v1/responses/${approving.id}`);
+      const body = (await response.json()) as { status: string; output: Array<{ type: string; error?: { content: Array<{ text: string }> } | null }> };
+      return body.status === 'completed' ? body : undefined;
+    }, 'the taken-over response to complete', 30_000);
+    expect(written('once').length, 'the call started once').to.equal(writes + 1);
+    const call = completed.output.find((item) => item.type === 'mcp_call')!;
+    expect(call.error!.content[0]!.text).to.match(/outcome of this call of slow-write \(server once\) is unknown/);
+    expect(completed.output.some((item) => item.type === 'message')).to.equal(true);
+  });
+
   it('runs a call whose server is idempotent again, with the same idempotency key, and the turn ends as it would have', async () => {
     const writes = written('again').length;
     const { sessionId, retried } = await killDuringApprovedCall('again');
