@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -186,6 +186,7 @@ async function serviceRound(run: Run, { target, llmUrl, dbUrl, workers, round }:
       LIMITS_CONCURRENT_REQUESTS: '0',
       // At info the service logs a line per request; at warn its ready line is not printed, so it is probed.
       LOG_LEVEL: 'warn',
+      ...(run.options.toolTurns ? { CONFIG_FILE: await toolServerFile(run) } : {}),
     },
     ready: { probe: `http://127.0.0.1:${port}/v1/models` },
   });
@@ -315,7 +316,15 @@ function exchangeOf(run: Run, { target, api, mode, stream, connections, workers,
     'content-type': 'application/json',
     ...(continued ? { 'x-session-id': `${prefix}-${worker}` } : {}),
   }));
-  return (stream ? streamExchange : jsonExchange)(chatBodies(stream), (worker, seq) => withKey(headers[worker]!, worker, seq));
+  return (stream ? streamExchange : jsonExchange)(chatBodies(stream, run.options.toolTurns && isService(target)), (worker, seq) => withKey(headers[worker]!, worker, seq));
+}
+
+/** A deployment file whose one tool server is server-everything over stdio (`--tool-turns`); returns its path. */
+async function toolServerFile(run: Run): Promise<string> {
+  const path = join(run.tmp, 'tool-server.yaml');
+  const entry = join(ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+  await writeFile(path, `mcp_servers:\n  everything:\n    transport: stdio\n    command: ${JSON.stringify(process.execPath)}\n    args: [${JSON.stringify(entry)}, stdio]\n`);
+  return path;
 }
 
 /** A phase of a cell as measured: its requests, and the cores each process used meanwhile. */

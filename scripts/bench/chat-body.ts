@@ -10,9 +10,15 @@ export const USER_MESSAGES = [
   'Hello again. Last month you recommended a series of historical mysteries set in Venice, and I enjoyed the first two books very much. Could you tell me which volume comes next, whether it is available in paperback, and roughly how long delivery to a small town in the north usually takes?',
 ] as const;
 
-/** Serialised chat request bodies (a system prompt and a ~50-word user message), rotated by request number. */
-export function chatBodies(stream: boolean): Buffer[] {
-  return USER_MESSAGES.map((content) =>
+/** The words that make the scripted LLM call server-everything's echo tool, then answer with its result. */
+export const TOOL_CALL_WORDS = ' [[tool:everything__echo {"message":"order status"}]]';
+
+/**
+ * Serialised chat request bodies (a system prompt and a ~50-word user message), rotated by
+ * request number; with `toolTurns`, each message asks the scripted LLM to call a tool first.
+ */
+export function chatBodies(stream: boolean, toolTurns = false): Buffer[] {
+  return USER_MESSAGES.map((message) => (toolTurns ? `${message}${TOOL_CALL_WORDS}` : message)).map((content) =>
     Buffer.from(
       JSON.stringify({
         model: 'svc-agent',

@@ -36,6 +36,8 @@ export type BenchOptions = {
   stream: boolean;
   /** Every request of the service cells carries an Idempotency-Key of its own, as a careful client's do. */
   idempotencyKeys: boolean;
+  /** Every turn of the service cells calls a tool (server-everything's echo) once before it answers. */
+  toolTurns: boolean;
   profile: boolean;
   /** Starts of each service target: its cells are measured once in each, and add their rounds up. */
   rounds: number;
@@ -79,6 +81,8 @@ export const BENCH_USAGE = `Usage: npm run bench -- [options]
                          adding its rounds up; the Responses API comparison lists each round's ratios (default 1)
   --no-stream            skip the streaming cells
   --idempotency-keys     every request of the service cells carries an Idempotency-Key of its own
+  --tool-turns           every chat turn of the service cells calls a tool once (server-everything's echo, over stdio)
+                         before it answers: a turn of two LLM rounds, its steps stored as they complete
   --profile              CPU-profile the service (each API apart); alone it means --targets pglite --modes session
                          --concurrency 32 --no-stream
   --quiet-wait S         before each cell, wait up to S seconds for other processes + steal to take < 0.2 cores (default 60; 0: don't)
@@ -112,6 +116,7 @@ export function parseBenchOptions(args: string[]): BenchOptions {
       apis: { type: 'string' },
       'no-stream': { type: 'boolean', default: false },
       'idempotency-keys': { type: 'boolean', default: false },
+      'tool-turns': { type: 'boolean', default: false },
       rounds: { type: 'string' },
       profile: { type: 'boolean', default: false },
       'quiet-wait': { type: 'string' },
@@ -143,6 +148,7 @@ export function parseBenchOptions(args: string[]): BenchOptions {
     apis: oneOf('--apis', list(values.apis ?? 'chat'), APIS),
     stream: !values['no-stream'] && !profileOnly,
     idempotencyKeys: values['idempotency-keys'],
+    toolTurns: values['tool-turns'],
     profile: values.profile,
     rounds: values.rounds === undefined ? 1 : count('--rounds', values.rounds),
     quietWaitMs: 1000 * (values['quiet-wait'] !== undefined ? positive('--quiet-wait', values['quiet-wait'], true) : 60),
