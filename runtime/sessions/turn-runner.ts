@@ -158,8 +158,10 @@ export class TurnRunner {
     });
 
     // A turn sent again after its attempt died goes on from the steps that attempt stored.
-    const anchor = TurnJournal.anchorOf(plan.baseHash, plan.hashed);
-    const storedSteps = plan.continues && store.journals ? await store.loadSteps(sessionId, anchor) : new Map<string, string>();
+    // Named only when a step is read or stored: a turn without tool calls never hashes it.
+    let anchor: string | undefined;
+    const anchorOf = () => (anchor ??= TurnJournal.anchorOf(plan.baseHash, plan.hashed));
+    const storedSteps = plan.continues && store.journals ? await store.loadSteps(sessionId, anchorOf()) : new Map<string, string>();
     handlers.onSessionReady?.(sessionId);
     if (plan.isNew) this.deps.events.emit('session:created', { sessionId, userId: request.userId });
     const clientTools = request.clientTools ?? [];
@@ -190,7 +192,7 @@ export class TurnRunner {
       journal: new TurnJournal(storedSteps, async (step, body) => {
         try {
           await handlers.beforeStep?.();
-          await store.persistStep(sessionId, anchor, step, body);
+          await store.persistStep(sessionId, anchorOf(), step, body);
         } catch (error) {
           turn.stepError ??= error;
           throw error;
