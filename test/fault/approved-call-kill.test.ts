@@ -1,14 +1,7 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { expect } from 'chai';
 import pg from 'pg';
-import { freePort, type RunningChild } from '../../scripts/bench/child-process.js';
-import { createScratchDatabase, type ScratchDatabase } from '../../scripts/bench/scratch-database.js';
-import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
-import { mcpDeploymentFile, writerServer } from '../support/mcp-fixtures.js';
 import { waitFor } from '../support/wait-for.js';
-import { startServiceProcess } from './service-process.js';
+import { useWriterService } from './writer-service.js';
 
 const LEASE_MS = 1_000;
 /** The approved call takes this long: the service is killed while it runs. */
@@ -19,55 +12,20 @@ const onServer = serverUrl ? describe : describe.skip;
 
 onServer(`the service killed while it carries out an approved call${serverUrl ? '' : ' (skipped: needs TEST_DATABASE_URL)'}`, function () {
   this.timeout(90_000);
-  let folder: string;
-  let database: ScratchDatabase;
-  let llm: FakeLlm;
-  let service: RunningChild | undefined;
-  let port: number;
-  let configFile: string;
-  const writesOf = (name: string) => join(folder, `${name}.writes`);
-  const written = (name: string) => (existsSync(writesOf(name)) ? readFileSync(writesOf(name), 'utf8').split('\n').filter(Boolean) : []);
-
-  before(async () => {
-    folder = mkdtempSync(join(tmpdir(), 'svc-approved-kill-'));
-    database = await createScratchDatabase(serverUrl!);
-    llm = await startFakeLlm();
-    port = await freePort();
-    configFile = mcpDeploymentFile(
-      folder,
-      writerServer('once', writesOf('once'), { idempotent: false, approval: true }) + writerServer('again', writesOf('again'), { idempotent: true, approval: true }),
-    );
-  });
-  after(async () => {
-    await service?.stop(2_000);
-    await llm?.close();
-    await database?.drop();
-    rmSync(folder, { recursive: true, force: true });
-  });
-  beforeEach(async () => {
-    llm.reset();
-    service = await startService();
-  });
-  afterEach(async () => {
-    await service?.stop(2_000);
-    service = undefined;
-  });
-
-  function startService(): Promise<RunningChild> {
-    return startServiceProcess({ port, llm, leaseMs: LEASE_MS, env: { DB_URL: database.url, CONFIG_FILE: configFile } });
-  }
+  const fixture = useWriterService({ serverUrl: serverUrl!, leaseMs: LEASE_MS, approval: true });
+  const written = fixture.written;
 
 
   async function chat(messages: Array<{ role: string; content: string }>, sessionId?: string): Promise<{ status: number; content: string; sessionId: string }> {
     const headers: Record<string, string> = { 'Content-Type': 'application/json' };
     if (sessionId) headers['X-Session-ID'] = sessionId;
-    const response = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify({ messages }) });
+    const response = await fetch(`http://127.0.0.1:${fixture.port}/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify({ messages }) });
     const body = (await response.json()) as { choices?: Array<{ message: { content: string } }>; error?: { message: string } };
     return { status: response.status, content: body.choices?.[0]?.message.content ?? body.error?.message ?? '', sessionId: response.headers.get('x-session-id') ?? '' };
   }
 
   async function transcript(sessionId: string): Promise<string[]> {
-    const client = new pg.Client({ connectionString: database.url });
+    const client = new pg.Client({ connectionString: fixture.databaseUrl });
     await client.connect();
     try {
       const { rows } = await client.query<{ role: string; message: string }>('select role, message from conversations where session_id = $1 order by id', [sessionId]);
@@ -80,7 +38,7 @@ onServer(`the service killed while it carries out an approved call${serverUrl ? 
   /** Asks for an approved call of `server`'s slow-write, kills the service while it runs, starts it again and retries the approval. */
   async function killDuringApprovedCall(server: 'once' | 'again'): Promise<{ sessionId: string; retried: Awaited<ReturnType<typeof chat>> }> {
     const tool = `${server}__slow-write`;
-    llm.script(
+    fixture.llm.script(
       { match: { lastUserIncludes: 'save it', hasToolResults: false }, reply: { toolCalls: [{ name: tool, arguments: { ms: CALL_MS } }] }, times: 1 },
       { match: { hasToolResults: true }, reply: { content: 'all done' } },
     );
@@ -88,9 +46,8 @@ onServer(`the service killed while it carries out an approved call${serverUrl ? 
     expect(asked.content).to.match(/^May I run the tool slow-write of the server/);
     const approving = chat([{ role: 'user', content: 'yes' }], asked.sessionId).catch(() => undefined);
     await waitFor(() => written(server).length === 1, 'the approved call to start', 20_000);
-    service!.process.kill('SIGKILL');
+    await fixture.killAndRestart();
     await approving;
-    service = await startService();
     // As the client tries again when its connection broke.
     const retried = await chat([{ role: 'user', content: 'yes' }], asked.sessionId);
     return { sessionId: asked.sessionId, retried };
@@ -100,7 +57,7 @@ onServer(`the service killed while it carries out an approved call${serverUrl ? 
     const { sessionId, retried } = await killDuringApprovedCall('once');
     expect(retried).to.include({ status: 200, content: 'all done' });
     expect(written('once'), 'the call started once').to.have.length(1);
-    const lastCall = llm.requests.filter((request) => request.kind === 'chat').at(-1)!;
+    const lastCall = fixture.llm.requests.filter((request) => request.kind === 'chat').at(-1)!;
     const toolMessage = lastCall.body.messages!.find((message) => message.role === 'tool');
     expect(String(toolMessage?.content)).to.match(/^Error: the outcome of this call of slow-write \(server once\) is unknown/);
     const stored = await transcript(sessionId);
@@ -111,12 +68,12 @@ onServer(`the service killed while it carries out an approved call${serverUrl ? 
 
   it('carries out the approval a Responses API retry sends again, instead of refusing it as not pending', async () => {
     const tool = 'once__slow-write';
-    llm.script(
+    fixture.llm.script(
       { match: { lastUserIncludes: 'file it', hasToolResults: false }, reply: { toolCalls: [{ name: tool, arguments: { ms: CALL_MS } }] }, times: 1 },
       { match: { hasToolResults: true }, reply: { content: 'filed' } },
     );
     const respond = async (body: unknown) => {
-      const response = await fetch(`http://127.0.0.1:${port}/v1/responses`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+      const response = await fetch(`http://127.0.0.1:${fixture.port}/v1/responses`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
       return { status: response.status, body: (await response.json()) as { id: string; output_text?: string; output: Array<{ type: string; id: string }>; error?: { message: string } } };
     };
     const asked = await respond({ input: 'file it' });
@@ -125,9 +82,8 @@ onServer(`the service killed while it carries out an approved call${serverUrl ? 
     const writes = written('once').length;
     const approving = respond(approval).catch(() => undefined);
     await waitFor(() => written('once').length === writes + 1, 'the approved call to start', 20_000);
-    service!.process.kill('SIGKILL');
+    await fixture.killAndRestart();
     await approving;
-    service = await startService();
     const retried = await respond(approval);
     expect(retried.status, retried.body.error?.message).to.equal(200);
     expect(retried.body.output.some((item) => item.type === 'message')).to.equal(true);
@@ -136,12 +92,12 @@ onServer(`the service killed while it carries out an approved call${serverUrl ? 
 
   it('carries out an approval a background response decided, taken over by the next start: the call not run twice, the response completed', async () => {
     const tool = 'once__slow-write';
-    llm.script(
+    fixture.llm.script(
       { match: { lastUserIncludes: 'send it', hasToolResults: false }, reply: { toolCalls: [{ name: tool, arguments: { ms: CALL_MS } }] }, times: 1 },
       { match: { hasToolResults: true }, reply: { content: 'sent' } },
     );
     const post = async (body: unknown) => {
-      const response = await fetch(`http://127.0.0.1:${port}/v1/responses`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+      const response = await fetch(`http://127.0.0.1:${fixture.port}/v1/responses`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
       return (await response.json()) as { id: string; status: string; output_text?: string; output: Array<{ type: string; id: string; error?: unknown }> };
     };
     const asked = await post({ input: 'send it' });
@@ -149,10 +105,9 @@ onServer(`the service killed while it carries out an approved call${serverUrl ? 
     const writes = written('once').length;
     const approving = await post({ previous_response_id: asked.id, background: true, input: [{ type: 'mcp_approval_response', approval_request_id: request.id, approve: true }] });
     await waitFor(() => written('once').length === writes + 1, 'the approved call to start', 20_000);
-    service!.process.kill('SIGKILL');
-    service = await startService();
+    await fixture.killAndRestart();
     const completed = await waitFor(async () => {
-      const response = await fetch(`http://127.0.0.1:${port}/v1/responses/${approving.id}`);
+      const response = await fetch(`http://127.0.0.1:${fixture.port}/v1/responses/${approving.id}`);
       const body = (await response.json()) as { status: string; output: Array<{ type: string; error?: { content: Array<{ text: string }> } | null }> };
       return body.status === 'completed' ? body : undefined;
     }, 'the taken-over response to complete', 30_000);

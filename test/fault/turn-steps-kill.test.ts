@@ -1,15 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { expect } from 'chai';
 import pg from 'pg';
-import { freePort, type RunningChild } from '../../scripts/bench/child-process.js';
-import { createScratchDatabase, type ScratchDatabase } from '../../scripts/bench/scratch-database.js';
-import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
-import { mcpDeploymentFile, writerServer } from '../support/mcp-fixtures.js';
 import { waitFor } from '../support/wait-for.js';
-import { startServiceProcess } from './service-process.js';
+import { useWriterService } from './writer-service.js';
 
 const LEASE_MS = 1_000;
 /** A tool call the service is killed during takes this long. */
@@ -44,43 +37,11 @@ const onServer = serverUrl ? describe : describe.skip;
  */
 onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs TEST_DATABASE_URL)'}`, function () {
   this.timeout(120_000);
-  let folder: string;
-  let database: ScratchDatabase;
-  let llm: FakeLlm;
-  let service: RunningChild | undefined;
-  let port: number;
-  let configFile: string;
-  const writesOf = (name: string) => join(folder, `${name}.writes`);
-  const written = (name: string) => (existsSync(writesOf(name)) ? readFileSync(writesOf(name), 'utf8').split('\n').filter(Boolean) : []);
-
-  before(async () => {
-    folder = mkdtempSync(join(tmpdir(), 'svc-steps-kill-'));
-    database = await createScratchDatabase(serverUrl!);
-    llm = await startFakeLlm();
-    port = await freePort();
-    configFile = mcpDeploymentFile(folder, writerServer('once', writesOf('once'), { idempotent: false }) + writerServer('again', writesOf('again'), { idempotent: true }));
-  });
-  after(async () => {
-    await service?.stop(2_000);
-    await llm?.close();
-    await database?.drop();
-    rmSync(folder, { recursive: true, force: true });
-  });
-  beforeEach(async () => {
-    llm.reset();
-    service = await startService();
-  });
-  afterEach(async () => {
-    await service?.stop(2_000);
-    service = undefined;
-  });
-
-  function startService(): Promise<RunningChild> {
-    return startServiceProcess({ port, llm, leaseMs: LEASE_MS, env: { DB_URL: database.url, CONFIG_FILE: configFile } });
-  }
+  const fixture = useWriterService({ serverUrl: serverUrl!, leaseMs: LEASE_MS, approval: false });
+  const written = fixture.written;
 
   async function query<Row extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<Row[]> {
-    const client = new pg.Client({ connectionString: database.url });
+    const client = new pg.Client({ connectionString: fixture.databaseUrl });
     await client.connect();
     try {
       return (await client.query<Row>(text, values)).rows;
@@ -96,7 +57,7 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
   }
 
   /** What the LLM was asked this test, each request's last message's role. */
-  const llmRounds = () => llm.requests.filter((request) => request.kind === 'chat').map((request) => request.body.messages!.at(-1)!.role);
+  const llmRounds = () => fixture.llm.requests.filter((request) => request.kind === 'chat').map((request) => request.body.messages!.at(-1)!.role);
 
   /**
    * Scripts a turn that calls `tool` once and then answers 'all done', slow at `point` the first
@@ -112,7 +73,7 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
         : point === 'before the end is stored'
           ? { content: 'all done, saved', pieceDelayMs: 1_000 }
           : { content: 'all done, saved' };
-    llm.script(
+    fixture.llm.script(
       { match: { hasToolResults: false }, reply: first, times: 1 },
       { match: { hasToolResults: false }, reply: callTool },
       { match: { hasToolResults: true }, reply: last, times: 1 },
@@ -121,20 +82,19 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
   }
 
   /** Waits until the turn reached `point` (the tool `server` runs in it), then kills the service. */
-  async function killAt(point: KillPoint, server: string, writesBefore: number): Promise<void> {
-    if (point === 'before the LLM call') await llm.waitForRequest();
+  async function killAt(point: KillPoint, server: 'once' | 'again', writesBefore: number): Promise<void> {
+    if (point === 'before the LLM call') await fixture.llm.waitForRequest();
     if (point === 'mid-stream') await new Promise((resolve) => setTimeout(resolve, 1_500));
     if (point === 'after a tool started') await waitFor(() => written(server).length > writesBefore, 'the tool call to start', 20_000);
-    if (point === 'after a tool finished' || point === 'before the end is stored') await llm.waitForRequest((request) => request.body.messages!.at(-1)!.role === 'tool', 20_000);
+    if (point === 'after a tool finished' || point === 'before the end is stored') await fixture.llm.waitForRequest((request) => request.body.messages!.at(-1)!.role === 'tool', 20_000);
     if (point === 'before the end is stored') await new Promise((resolve) => setTimeout(resolve, 1_500));
-    service!.process.kill('SIGKILL');
-    service = await startService();
+    await fixture.killAndRestart();
   }
 
   /** A chat completion of one user message in the session; `stream`ed, its answer is not read (the attempt the service is killed under). */
   async function chat(userId: string, sessionId: string, content: string, stream = false): Promise<{ status: number; content: string }> {
     const headers = { 'Content-Type': 'application/json', 'X-Session-ID': sessionId, 'X-User-ID': userId };
-    const response = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify({ messages: [{ role: 'user', content }], stream }) });
+    const response = await fetch(`http://127.0.0.1:${fixture.port}/v1/chat/completions`, { method: 'POST', headers, body: JSON.stringify({ messages: [{ role: 'user', content }], stream }) });
     if (stream) return { status: response.status, content: await response.text() };
     const body = (await response.json()) as { choices?: Array<{ message: { content: string } }>; error?: { message: string } };
     return { status: response.status, content: body.choices?.[0]?.message.content ?? body.error?.message ?? '' };
@@ -202,7 +162,7 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
   async function respond(userId: string, body: Record<string, unknown>, key?: string): Promise<{ status: number; body: ResponseBody }> {
     const headers: Record<string, string> = { 'Content-Type': 'application/json', 'X-User-ID': userId };
     if (key) headers['Idempotency-Key'] = key;
-    const response = await fetch(`http://127.0.0.1:${port}/v1/responses`, { method: 'POST', headers, body: JSON.stringify({ model: 'svc-agent', ...body }) });
+    const response = await fetch(`http://127.0.0.1:${fixture.port}/v1/responses`, { method: 'POST', headers, body: JSON.stringify({ model: 'svc-agent', ...body }) });
     if (!body.stream || response.status !== 200) return { status: response.status, body: (await response.json()) as ResponseBody };
     // Streamed: the response as its last event carries it.
     const last = sseEvents(await response.text()).at(-1) as { response?: ResponseBody } | undefined;
@@ -211,7 +171,7 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
 
   /** A response's stream read again from its start: each event's type, sequence number, delta and item. */
   async function eventsOf(userId: string, id: string): Promise<StreamedEvent[]> {
-    const response = await fetch(`http://127.0.0.1:${port}/v1/responses/${id}?stream=true`, { headers: { 'X-User-ID': userId } });
+    const response = await fetch(`http://127.0.0.1:${fixture.port}/v1/responses/${id}?stream=true`, { headers: { 'X-User-ID': userId } });
     return sseEvents(await response.text()) as StreamedEvent[];
   }
 
@@ -239,7 +199,7 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
         expect(created.status).to.equal(200);
         await killAt(point, 'once', writes);
         const completed = await waitFor(async () => {
-          const { body } = await fetch(`http://127.0.0.1:${port}/v1/responses/${created.body.id}`, { headers: { 'X-User-ID': userId } }).then(async (response) => ({ body: (await response.json()) as ResponseBody }));
+          const { body } = await fetch(`http://127.0.0.1:${fixture.port}/v1/responses/${created.body.id}`, { headers: { 'X-User-ID': userId } }).then(async (response) => ({ body: (await response.json()) as ResponseBody }));
           expect(body.status).to.be.oneOf(['queued', 'in_progress', 'completed']);
           return body.status === 'completed' ? body : undefined;
         }, 'the response to complete', 30_000);
