@@ -167,10 +167,10 @@ export class ResponseEventStream {
 
   toolActivity(activity: ToolActivity): void {
     const { call, approvalRequestId } = activity;
-    const itemId = mcpCallItemId(this.frame.id, call.id);
-    const shown = this.shownCalls.get(itemId);
     if (activity.phase === 'started') {
       this.closeItems();
+      const itemId = mcpCallItemId(this.frame.id, call.id);
+      const shown = this.shownCalls.get(itemId);
       if (shown) {
         this.mcpCalls.set(call.id, { itemId, outputIndex: shown.outputIndex });
         return;
@@ -185,7 +185,7 @@ export class ResponseEventStream {
       return;
     }
     const item = this.mcpCalls.get(call.id);
-    if (!item || shown?.done) return;
+    if (!item || this.shownCalls.get(item.itemId)?.done) return;
     const done = mcpCallItem(item.itemId, call, activity.result, approvalRequestId);
     this.emit(done.status === 'failed' ? 'response.mcp_call.failed' : 'response.mcp_call.completed', { item_id: item.itemId, output_index: item.outputIndex });
     this.itemDone(item.outputIndex, done);

@@ -53,17 +53,8 @@ export class ResponseEventLog implements ResponseEventSink {
    * are stored: a step of the turn is stored next, and a process that takes the run over keeps
    * the events up to here. Rejects when they could not be stored (the step must not be either).
    */
-  async step(through: number): Promise<void> {
-    clearTimeout(this.timer);
-    this.timer = undefined;
-    const events = this.take();
-    const { store, responseId, progress, onStored } = this.deps;
-    const written = this.writing.then(() => store.record(responseId, events, progress(), through));
-    this.writing = written.then(onStored, (error: Error) => {
-      this.pending = [...events, ...this.pending];
-      this.deps.onError(error);
-    });
-    await written;
+  step(through: number): Promise<void> {
+    return this.store(through);
   }
 
   /** Stores the response's end and the events not stored yet, after the batches under way. */
@@ -77,15 +68,26 @@ export class ResponseEventLog implements ResponseEventSink {
   }
 
   private flush(): void {
+    // A failed batch is told to `onError` and written again with the next.
+    this.store().catch(() => undefined);
+  }
+
+  /**
+   * Writes the events not stored yet, after the batches under way, with the body as it stands
+   * (and `shownThrough`, when given); resolves once they are stored. A batch that failed goes
+   * back in front of the pending events and is told to `onError`.
+   */
+  private store(shownThrough?: number): Promise<void> {
+    clearTimeout(this.timer);
     this.timer = undefined;
     const events = this.take();
     const { store, responseId, progress, onStored, onError } = this.deps;
-    this.writing = this.writing.then(() =>
-      store.record(responseId, events, progress()).then(onStored, (error: Error) => {
-        this.pending = [...events, ...this.pending];
-        onError(error);
-      }),
-    );
+    const written = this.writing.then(() => store.record(responseId, events, progress(), shownThrough));
+    this.writing = written.then(onStored, (error: Error) => {
+      this.pending = [...events, ...this.pending];
+      onError(error);
+    });
+    return written;
   }
 
   private take(): StoredResponseEvent[] {

@@ -19,17 +19,28 @@ export type StepWrite = (step: string, body: string) => Promise<void>;
 export class TurnJournal {
   /** Whether the turn stored or found a step: its steps are dropped once it is answered. */
   private touched: boolean;
+  /** The rounds an earlier attempt stored, by index. */
+  private readonly rounds = new Map<number, LlmReply>();
+  /** The results an earlier attempt stored, by call id. */
+  private readonly results = new Map<string, ToolCallResult>();
   /** The calls of the rounds found stored: an earlier attempt may have started them. */
-  private readonly startedCalls: Set<string>;
+  private readonly startedCalls = new Set<string>();
 
+  /** `stored`: the steps an earlier attempt stored, by name, as `TurnStepStore.load` gives them. */
   constructor(
-    private readonly stored: ReadonlyMap<string, string>,
+    stored: ReadonlyMap<string, string>,
     private readonly write: StepWrite,
   ) {
     this.touched = stored.size > 0;
-    this.startedCalls = new Set(
-      [...stored.entries()].filter(([step]) => step.startsWith(ROUND)).flatMap(([, body]) => (JSON.parse(body) as LlmReply).toolCalls.map((call) => call.id)),
-    );
+    for (const [step, body] of stored) {
+      if (step.startsWith(RESULT)) {
+        this.results.set(step.slice(RESULT.length), JSON.parse(body) as ToolCallResult);
+        continue;
+      }
+      const reply = JSON.parse(body) as LlmReply;
+      this.rounds.set(Number(step.slice(ROUND.length)), reply);
+      for (const call of reply.toolCalls) this.startedCalls.add(call.id);
+    }
   }
 
   /** The name of a turn's steps: the history it continues and its new messages. */
@@ -43,15 +54,9 @@ export class TurnJournal {
     return this.touched;
   }
 
-  /** Whether an earlier attempt stored any step of the turn. */
-  get resumes(): boolean {
-    return this.stored.size > 0;
-  }
-
   /** The reply of the turn's LLM round `index` (0 first), when an earlier attempt stored it. */
   round(index: number): LlmReply | undefined {
-    const body = this.stored.get(`${ROUND}${index}`);
-    return body === undefined ? undefined : (JSON.parse(body) as LlmReply);
+    return this.rounds.get(index);
   }
 
   /** Stores round `index`'s reply, before its calls run. */
@@ -62,13 +67,12 @@ export class TurnJournal {
 
   /** The result of a call an earlier attempt finished. */
   result(call: ToolCall): ToolCallResult | undefined {
-    const body = this.stored.get(`${RESULT}${call.id}`);
-    return body === undefined ? undefined : (JSON.parse(body) as ToolCallResult);
+    return this.results.get(call.id);
   }
 
   /** Whether an earlier attempt may have started the call and stored no result: it may or may not have run. */
   mayHaveStarted(call: ToolCall): boolean {
-    return this.startedCalls.has(call.id) && this.result(call) === undefined;
+    return this.startedCalls.has(call.id) && !this.results.has(call.id);
   }
 
   /** Stores a call's result as soon as it has one. */

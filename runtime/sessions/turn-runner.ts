@@ -466,13 +466,8 @@ export class TurnRunner {
     const scope = { userId: turn.userId, sessionId, signal };
     const carryOut = (decision: ApprovalDecision) => {
       if (!decision.approve) return Promise.resolve(denialResult(decision));
-      // An earlier attempt may have run it: only a tool that may run twice runs again (a result it stored is reused).
-      const { call, server, tool } = decision.request;
-      if (approvals.resumed && !turn.journal.result(call) && !this.deps.tools.isRepeatable(call.function.name)) {
-        return this.showEarlier(turn, call, unknownOutcomeResult(call, { server, tool }), { approvalRequestId: decision.request.id });
-      }
-      // An approved call is recorded in the agent state that asked for it.
-      return this.runCall(turn, decision.request.state ?? '', decision.request.call, scope, decision.request);
+      // An approved call is recorded in the agent state that asked for it; an earlier attempt may have run a resumed one.
+      return this.runCall(turn, decision.request.state ?? '', decision.request.call, scope, decision.request, approvals.resumed === true);
     };
     const results = await this.withHeartbeat(turn, () => Promise.all(decisions.map(carryOut)));
     // In the order they started (and were streamed), whichever finished first.
@@ -485,14 +480,15 @@ export class TurnRunner {
   /**
    * Runs one call of the service's tools in graph state `state`, shown as it starts and as it finished, and records it. An approved
    * call (`approved`) whose tool needs an account the user has not connected gets that as its
-   * result: the request is decided and cannot be sent again, so the turn goes on.
+   * result: the request is decided and cannot be sent again, so the turn goes on. `mayHaveRun`:
+   * an earlier attempt may have run it whatever its stored steps say (an approval it decided).
    */
-  private async runCall(turn: ActiveTurn, state: string, call: ToolCall, scope: ToolCallScope, approved?: ApprovalRequest): Promise<ToolCallResult> {
+  private async runCall(turn: ActiveTurn, state: string, call: ToolCall, scope: ToolCallScope, approved?: ApprovalRequest, mayHaveRun = false): Promise<ToolCallResult> {
     const approval = approved ? { approvalRequestId: approved.id } : {};
     // A call an earlier attempt of the turn finished is not run again, nor one it may have started whose tool may not run twice.
     const stored = turn.journal.result(call);
     if (stored) return this.showEarlier(turn, call, stored, approval);
-    if (turn.journal.mayHaveStarted(call) && !this.deps.tools.isRepeatable(call.function.name)) {
+    if ((mayHaveRun || turn.journal.mayHaveStarted(call)) && !this.deps.tools.isRepeatable(call.function.name)) {
       return this.showEarlier(turn, call, unknownOutcomeResult(call, approved && { server: approved.server, tool: approved.tool }), approval);
     }
     turn.handlers.onToolActivity?.({ phase: 'started', call, ...approval });
