@@ -99,10 +99,11 @@ export function createBackgroundResponseRepository(db: Kysely<DatabaseSchema>): 
 
     async takeOver(runner, leaseMs, maxAttempts, everyRun = false) {
       // Of processes taking over at once, the first update wins; the others find the lease renewed and skip the run.
+      // A cancel asked before its process died stays asked: the taker's first renewal cancels the run.
       const { rows } = await sql<{ id: string; user_id: string; session_id: string; request: string; body: string; shown_through: number; attempts: number }>`
         with taken as (
           update background_runs
-          set runner = ${runner}, expires_at = now() + ${leaseMs}::float8 * interval '1 millisecond', attempts = attempts + 1, cancel_requested = false
+          set runner = ${runner}, expires_at = now() + ${leaseMs}::float8 * interval '1 millisecond', attempts = attempts + 1
           where (${everyRun}::boolean or expires_at < now()) and request is not null and attempts < ${maxAttempts}::integer
           returning response_id, request, shown_through, attempts
         )

@@ -126,6 +126,16 @@ for (const target of databaseTargets()) {
       expect(await background.failAbandoned('stopped twice', 2)).to.include(record.id);
     });
 
+    it('keeps a cancel asked before the run lapsed for the process that takes it over', async () => {
+      const record = queuedResponse();
+      await background.start(record, [], `runner-${randomUUID()}`, 1, REQUEST);
+      expect(await background.requestCancel(record.id)).to.equal(true);
+      await sleep(20);
+      const runner = `runner-${randomUUID()}`;
+      expect((await background.takeOver(runner, 60_000, 2)).map((run) => run.id)).to.include(record.id);
+      expect(await runsOf(runner)).to.deep.equal(new Map([[record.id, true]]));
+    });
+
     it('rewinds the events to the last shown step, numbering the next after every event stored', async () => {
       const record = queuedResponse();
       await background.start(record, [event(0), event(1)], `runner-${randomUUID()}`, 60_000, REQUEST);
