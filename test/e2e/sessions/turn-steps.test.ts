@@ -66,8 +66,9 @@ for (const target of targets) {
       const sessionId = randomUUID();
       harness.llm.script({ reply: { content: 'hello there', delayMs: 500 } });
       const answer = chat(sessionId, 'hi');
-      await harness.llm.waitForRequest();
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      // Once the LLM's answer is sent, the round is over: a step of it would be stored now, before the turn ends.
+      const round = await harness.llm.waitForRequest();
+      await waitFor(() => round.finished, 'the answer to be sent');
       expect(await stepsOf(sessionId)).to.deep.equal([]);
       expect((await answer).choices[0]!.message.content).to.equal('hello there');
     });
