@@ -68,6 +68,8 @@ export type RecordedRequest = {
   headers: IncomingHttpHeaders;
   body: RecordedBody;
   receivedAt: Date;
+  /** The port the request came from (the client's end of its connection). */
+  clientPort: number | undefined;
   /** The status sent, once the response has started. */
   status: number | undefined;
   /** The response was written completely. */
@@ -305,6 +307,7 @@ function recordRequest(
     headers: req.headers,
     body: body as RecordedBody,
     receivedAt: new Date(),
+    clientPort: req.socket.remotePort,
     status: undefined,
     finished: false,
     aborted: false,

@@ -6,7 +6,7 @@ import OpenAI from 'openai';
 import pg from 'pg';
 import { freePort, type RunningChild } from '../../scripts/bench/child-process.js';
 import { createScratchDatabase, type ScratchDatabase } from '../../scripts/bench/scratch-database.js';
-import { startFakeLlm, type FakeLlm } from '../../scripts/fake-llm-server.js';
+import { startFakeLlm, type FakeLlm, type RecordedRequest } from '../../scripts/fake-llm-server.js';
 import { clusterWorkersOf } from '../support/cluster-workers.js';
 import { isProcessAlive, waitFor } from '../support/wait-for.js';
 import { sendTurn } from './chat-turn.js';
@@ -26,15 +26,15 @@ const STOP_BOUND_MS = 20_000;
 /** One attempt at a turn, as the client saw it. */
 type Attempt = { sessionId: string; text: string; gotHeaders: boolean; readToDone: boolean; reply: string | null };
 
-/** How many client connections to `port` a process holds (Linux: its socket fds matched against /proc/net/tcp). */
-function connectionsOf(pid: number, port: number): number {
-  const portHex = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+/** How many established TCP connections a process holds whose own end is on one of `ports` (Linux: its socket fds matched against /proc/net/tcp). */
+function connectionsOf(pid: number, ports: ReadonlySet<number>): number {
   const inodes = new Set<string>();
   for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
     for (const line of readFileSync(table, 'utf8').split('\n').slice(1)) {
       const fields = line.trim().split(/\s+/);
-      // local_address ends with the port; state 01 is ESTABLISHED; the inode is the tenth field.
-      if (fields[1]?.endsWith(portHex) && fields[3] === '01') inodes.add(fields[9]!);
+      // local_address ends with the port in hex; state 01 is ESTABLISHED; the inode is the tenth field.
+      const localPort = Number.parseInt(fields[1]?.split(':').at(-1) ?? '', 16);
+      if (ports.has(localPort) && fields[3] === '01') inodes.add(fields[9]!);
     }
   }
   const folder = `/proc/${pid}/fd`;
@@ -47,10 +47,24 @@ function connectionsOf(pid: number, port: number): number {
   }).length;
 }
 
-/** Kills the worker of the primary `primaryPid` with the most connections to `port`, so the kill surely breaks requests in flight. */
-function killBusiestWorker(primaryPid: number, port: number): void {
+/** The requests open at the fake LLM right now, kept up to date until `stop()`. */
+function openRequestsAt(llm: FakeLlm): { open: Set<RecordedRequest>; stop: () => void } {
+  const open = new Set<RecordedRequest>();
+  const add = (record: RecordedRequest) => open.add(record);
+  const remove = (record: RecordedRequest) => open.delete(record);
+  llm.on('request', add).on('finish', remove).on('abort', remove).on('cut', remove);
+  return { open, stop: () => llm.off('request', add).off('finish', remove).off('abort', remove).off('cut', remove) };
+}
+
+/**
+ * Kills the worker of the primary `primaryPid` that holds the most of `open` (requests open at
+ * the LLM, matched by their connections' ports), so the kill surely breaks turns in flight. (Its
+ * client connections would not tell: idle keep-alive connections count there too.)
+ */
+function killBusiestWorker(primaryPid: number, open: ReadonlySet<RecordedRequest>): void {
+  const ports = new Set([...open].flatMap((record) => (record.clientPort === undefined ? [] : [record.clientPort])));
   const [victim] = clusterWorkersOf(primaryPid)
-    .map((pid) => [pid, connectionsOf(pid, port)] as const)
+    .map((pid) => [pid, connectionsOf(pid, ports)] as const)
     .sort((a, b) => b[1] - a[1])[0]!;
   process.kill(victim, 'SIGKILL');
 }
@@ -143,20 +157,17 @@ suite(`a worker killed with SIGKILL in the middle of streams${serverUrl ? '' : '
   async function firstTurnsThroughAKill(tag: string, send: (user: string, content: string) => Promise<string>): Promise<void> {
     const primaryPid = service.process.pid!;
     const users = Array.from({ length: 8 }, (_, index) => `${tag}-${index}-${Date.now()}`);
-    let open = 0;
+    const atLlm = openRequestsAt(llm);
     let aborted = 0;
-    const onRequest = () => (open += 1);
-    const onAbort = () => {
-      open -= 1;
-      aborted += 1;
-    };
-    const onEnd = () => (open -= 1);
-    llm.on('request', onRequest).on('abort', onAbort).on('finish', onEnd).on('cut', onEnd);
+    const onAbort = () => (aborted += 1);
+    llm.on('abort', onAbort);
     llm.script({ match: { lastUserIncludes: tag }, reply: { delayMs: 1_000 } });
     const turns = Promise.all(users.map((user) => send(user, `<${user}> tell me a little story`)));
-    await waitFor(() => open >= users.length / 2, 'first turns open at the LLM', REQUEST_BOUND_MS);
-    killBusiestWorker(primaryPid, port);
+    await waitFor(() => atLlm.open.size >= users.length / 2, 'first turns open at the LLM', REQUEST_BOUND_MS);
+    killBusiestWorker(primaryPid, atLlm.open);
     const answers = await turns;
+    atLlm.stop();
+    llm.off('abort', onAbort);
     llm.reset();
     expect(aborted, 'the kill broke first turns in flight').to.be.greaterThan(0);
     expect(answers).to.deep.equal(users.map((user) => `Echo: <${user}> tell me a little story`));
@@ -218,10 +229,7 @@ suite(`a worker killed with SIGKILL in the middle of streams${serverUrl ? '' : '
     });
     const attempts: Attempt[] = [];
     const sessionIds = Array.from({ length: CONVERSATIONS }, (_, index) => `worker-kill-${index}-${Date.now()}`);
-    let open = 0;
-    llm.on('request', () => (open += 1));
-    const settle = () => (open -= 1);
-    llm.on('finish', settle).on('abort', settle).on('cut', settle);
+    const atLlm = openRequestsAt(llm);
     const conversations = Promise.all(
       sessionIds.map(async (sessionId, index) => {
         for (let turn = 1; turn <= TURNS; turn += 1) await turnWithRetries(sessionId, `<c${index}:t${turn}> tell me a little story`, attempts);
@@ -232,11 +240,12 @@ suite(`a worker killed with SIGKILL in the middle of streams${serverUrl ? '' : '
     const sentOf = (turn: number) => attempts.filter((attempt) => attempt.text.includes(`:t${turn}>`)).length;
     // Killed once while most conversations have their first turn open (a retried first turn must not be stored twice),
     // and once on the second turn.
-    await waitFor(() => sentOf(1) >= CONVERSATIONS && open >= CONVERSATIONS / 2, 'streams open on the first turn', REQUEST_BOUND_MS);
-    killBusiestWorker(primaryPid, port);
-    await waitFor(() => sentOf(2) >= CONVERSATIONS / 2 && open >= CONVERSATIONS / 4, 'streams open on the second turn', REQUEST_BOUND_MS);
-    killBusiestWorker(primaryPid, port);
+    await waitFor(() => sentOf(1) >= CONVERSATIONS && atLlm.open.size >= CONVERSATIONS / 2, 'streams open on the first turn', REQUEST_BOUND_MS);
+    killBusiestWorker(primaryPid, atLlm.open);
+    await waitFor(() => sentOf(2) >= CONVERSATIONS / 2 && atLlm.open.size >= CONVERSATIONS / 4, 'streams open on the second turn', REQUEST_BOUND_MS);
+    killBusiestWorker(primaryPid, atLlm.open);
     await conversations;
+    atLlm.stop();
 
     const brokenOnTurn = (turn: number) => attempts.filter((attempt) => !attempt.readToDone && attempt.text.includes(`:t${turn}>`)).length;
     expect(brokenOnTurn(1), 'the first kill broke first turns in flight').to.be.greaterThan(0);
