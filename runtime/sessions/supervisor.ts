@@ -47,6 +47,15 @@ export type SupervisorDeps = {
 };
 
 /**
+ * The request an abandoned turn is finished with: the next turn's settings (its client sent
+ * both), none of its own messages, no client tools (nobody is there to run them) and no
+ * response record (its response was never given to a client).
+ */
+function abandonedTurnRequest(next: TurnRequest): TurnRequest {
+  return { userId: next.userId, requestId: next.requestId, sessionHint: next.sessionHint, retried: true, messages: [], params: next.params };
+}
+
+/**
  * Spawns one actor per session from the state graph and runs one turn at a time per
  * session. A turn: find the session, hold it, plan what to store and send, run it on the
  * actor. The collaborators each do one of these: `turn-plan` (which session, what to store
@@ -134,6 +143,11 @@ export class Supervisor {
         sessionId = this.sources.newSessionId();
         ({ release, generation } = await this.cache.hold(sessionId, handlers.signal));
         plan = (await planTurn(this.sources, sessionId, generation, request, { ...conversation, prefixHash, forceNew: true })) as TurnPlan;
+      }
+      if (plan.abandoned) {
+        // Its process died before it answered: it is finished first, so this turn sees its whole answer.
+        await this.runner.run(plan.abandoned, abandonedTurnRequest(request), conversation.system, { signal: handlers.signal });
+        plan = (await planTurn(this.sources, sessionId, generation, request, { ...conversation, prefixHash })) as TurnPlan;
       }
       return await this.runner.run(plan, request, conversation.system, handlers);
     } finally {

@@ -123,12 +123,16 @@ export async function planTurn(
   const known = created ? [] : cached?.recent;
   const base = { session, isNew, generation, toStore, continues: isRetry };
   if (prefixHash === null) {
-    const recent = isNew ? known : (known ?? (await store.recentTurns(sessionId, sources.shortTermTurns)));
+    // A session this process does not hold may end with a turn whose process died before it answered.
+    const mayBeAbandoned = !cached && !created && !isRetry && !decided && answers.length === 0 && request.continuesAt === undefined && conversation.forceNew !== true;
+    const recent = isNew && !mayBeAbandoned ? known : (known ?? (await store.recentTurns(sessionId, sources.shortTermTurns)));
     // Resuming decided approvals, a retry's stored turns are what goes on after the calls' results, not history.
     const earlier = resumed && isRetry ? recent?.slice(0, Math.max(0, recent.length - tailTurns.length)) : recent;
     const history = isNew ? [] : dialogueOf(earlier ?? [], tail);
     const goesOn = isRetry && !isNew && !resumed ? [] : tail;
-    const plan = { ...base, recent, baseHash: session.historyHash ?? EMPTY_HISTORY_HASH, hashed: tailTurns };
+    const baseHash = session.historyHash ?? EMPTY_HISTORY_HASH;
+    const abandoned = mayBeAbandoned && recent ? abandonedTurnOf(session, generation, baseHash, recent, sources.shortTermTurns) : undefined;
+    const plan = { ...base, recent, baseHash, hashed: tailTurns, ...(abandoned ? { abandoned } : {}) };
     return withApprovals(plan, history, goesOn, request, sources.approvalWords, resumed);
   }
   if (isNew) {
@@ -186,6 +190,25 @@ function withHeldCalls(history: ChatMessage[], pending: readonly ApprovalRequest
 function approvalTurn(answer: ApprovalAnswer): Turn {
   const record = { approval_request_id: answer.requestId, approve: answer.approve, ...(answer.reason ? { reason: answer.reason } : {}) };
   return { role: APPROVAL_ROLE, content: JSON.stringify(record) };
+}
+
+/**
+ * The turn a session's stored transcript ends with that was never answered and whose process
+ * died (it stored the user's message, and maybe steps, but not its end): planned to be finished
+ * first, from its stored steps, so the next turn sees its whole answer. Not a turn that ended
+ * unanswered in a live process (cancelled by its client, or stopped for a missing account: its
+ * snapshot says so), nor one whose messages `recent` may not hold in full.
+ */
+function abandonedTurnOf(session: TurnPlan['session'], generation: number, baseHash: string, recent: Turn[], window: number): TurnPlan | undefined {
+  if (hasUnansweredTurn(session.snapshot) || pendingApprovalsOf(session.snapshot).length > 0) return undefined;
+  const firstUnanswered = recent.findLastIndex((turn) => turn.role !== 'user') + 1;
+  const hashed = recent.slice(firstUnanswered);
+  if (hashed.length === 0) return undefined;
+  // Its messages must all be here: the earlier turns' replies before them, or the whole of a first turn.
+  if (firstUnanswered === 0 && (session.historyHash !== null || recent.length >= window)) return undefined;
+  const earlier = recent.slice(0, firstUnanswered);
+  const dialogue: ChatMessage[] = [...dialogueOf(earlier, []), ...hashed.map((turn) => ({ role: 'user' as const, content: turn.content }))];
+  return { session, isNew: false, generation, toStore: [], continues: true, recent, baseHash, hashed, dialogue };
 }
 
 /** True when a stored snapshot says the session's last turn ended unanswered. */

@@ -218,4 +218,9 @@ export type TurnPlan = {
   continues: boolean;
   /** The session's pending approval requests this turn decides, if it waited on any. */
   approvals?: PlannedApprovals;
+  /**
+   * The turn the session's transcript ends with, left unanswered by a process that died: run
+   * first (continued from its stored steps), then this turn is planned again.
+   */
+  abandoned?: TurnPlan;
 };

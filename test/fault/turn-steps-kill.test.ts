@@ -63,7 +63,7 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
    * Scripts a turn that calls `tool` once and then answers 'all done', slow at `point` the first
    * time (so the service can be killed there) and quick when asked again.
    */
-  function scriptTurn(tool: string, point: KillPoint): void {
+  function scriptTurn(tool: string, point: KillPoint, nextTurn?: { message: string; answer: string }): void {
     const callTool = { toolCalls: [{ name: tool, arguments: { ms: point === 'after a tool started' ? SLOW_CALL_MS : 0 } }], content: 'let me save it' };
     const first =
       point === 'before the LLM call' ? { hang: true as const } : point === 'mid-stream' ? { ...callTool, pieceDelayMs: 1_000 } : callTool;
@@ -74,6 +74,7 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
           ? { content: 'all done, saved', pieceDelayMs: 1_000 }
           : { content: 'all done, saved' };
     fixture.llm.script(
+      ...(nextTurn ? [{ match: { lastUserIncludes: nextTurn.message }, reply: { content: nextTurn.answer } }] : []),
       { match: { hasToolResults: false }, reply: first, times: 1 },
       { match: { hasToolResults: false }, reply: callTool },
       { match: { hasToolResults: true }, reply: last, times: 1 },
@@ -84,7 +85,8 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
   /** Waits until the turn reached `point` (the tool `server` runs in it), then kills the service. */
   async function killAt(point: KillPoint, server: 'once' | 'again', writesBefore: number): Promise<void> {
     if (point === 'before the LLM call') await fixture.llm.waitForRequest();
-    if (point === 'mid-stream') await new Promise((resolve) => setTimeout(resolve, 1_500));
+    // Its pieces come a second apart: 1.5 s after the request came, the stream is under way.
+    if (point === 'mid-stream') await fixture.llm.waitForRequest().then(() => new Promise((resolve) => setTimeout(resolve, 1_500)));
     if (point === 'after a tool started') await waitFor(() => written(server).length > writesBefore, 'the tool call to start', 20_000);
     if (point === 'after a tool finished' || point === 'before the end is stored') await fixture.llm.waitForRequest((request) => request.body.messages!.at(-1)!.role === 'tool', 20_000);
     if (point === 'before the end is stored') await new Promise((resolve) => setTimeout(resolve, 1_500));
@@ -156,6 +158,34 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
       const stored = await expectStoredOnce(userId, 'save it');
       expect(stored.find((entry) => entry.row.startsWith('tool: '))!.row).to.include('written');
     });
+  });
+
+  describe('chat completions, the next message instead of the same one', () => {
+    for (const point of points) {
+      it(`killed ${point}: the turn is finished first, once, and the next turn sees its answer`, async () => {
+        const userId = `user-${randomUUID()}`;
+        const sessionId = randomUUID();
+        scriptTurn('once__slow-write', point, { message: 'thanks', answer: 'you are welcome' });
+        const writes = written('once').length;
+        const first = chat(userId, sessionId, 'save it', true).catch(() => undefined);
+        await killAt(point, 'once', writes);
+        await first;
+        const next = await chat(userId, sessionId, 'thanks');
+        expect(next).to.deep.equal({ status: 200, content: 'you are welcome' });
+        expect(written('once').length - writes, 'the tool started').to.equal(1);
+        const stored = await transcriptOf(userId);
+        expect(new Set(stored.map((entry) => entry.session)).size, 'sessions (no branch)').to.equal(1);
+        const rows = stored.map((entry) => entry.row);
+        expect(rows.filter((row) => row.startsWith('user: ')), 'the messages').to.deep.equal(['user: save it', 'user: thanks']);
+        expect(rows.filter((row) => row.startsWith('tool: ')), 'the tool result').to.have.length(1);
+        expect(rows.filter((row) => row.startsWith('assistant: ')), 'the answers').to.deep.equal(['assistant: let me save it\n\nall done, saved', 'assistant: you are welcome']);
+        expect(rows.indexOf('assistant: let me save it\n\nall done, saved'), 'the first answer before the next message').to.be.below(rows.indexOf('user: thanks'));
+        if (point === 'after a tool started') expect(rows.find((row) => row.startsWith('tool: '))).to.include('is unknown');
+        // The next turn's context held the first turn's answer.
+        const asked = fixture.llm.requests.filter((request) => request.kind === 'chat').at(-1)!.body.messages!;
+        expect(asked.map((message) => `${message.role}: ${String(message.content)}`)).to.include.members(['user: save it', 'assistant: let me save it\n\nall done, saved', 'user: thanks']);
+      });
+    }
   });
 
   /** Creates a response of `input` for `userId`, in the background or keyed, without waiting for its end. */
