@@ -107,7 +107,7 @@ export type ConfigValues = {
     hnsw_ef_search: number;
   };
   state: { graph_path: string; max_tool_rounds: number; max_handoffs: number };
-  sessions: { cache_size: number; idle_ms: number; turn_wait_ms: number; write_wait_ms: number; lease_ms: number; idempotency_ttl_s: number; max_turn_attempts: number };
+  sessions: { cache_size: number; idle_ms: number; turn_wait_ms: number; write_wait_ms: number; lease_ms: number; idempotency_ttl_s: number; max_turn_attempts: number; abandoned_after_ms: number };
   limits: { requests_per_minute: number; burst: number; concurrent_requests: number };
   metrics: { enabled: boolean; token: string };
   inspect: { page: boolean; websocket_url: string; recent_sessions: number; recent_calls_per_session: number; recent_calls: number; store_calls: boolean };
@@ -313,8 +313,14 @@ export const configSchema: convict.Schema<ConfigValues> = {
       default: 86_400,
       env: 'SESSIONS_IDEMPOTENCY_TTL_S',
     },
+    abandoned_after_ms: {
+      doc: "How long a foreground turn that stored a step (it made tool calls) and whose process stopped must be quiet before the service finishes it on its own: past its session lease's lapse on PostgreSQL, since its last step on the embedded database, in ms. Long after a client's own retries of it, which finish it first (a retry that came after would be a turn of its own).",
+      format: 'positive-int',
+      default: 60_000,
+      env: 'SESSIONS_ABANDONED_AFTER_MS',
+    },
     max_turn_attempts: {
-      doc: 'How many times a background response whose process stopped is taken over and continued from its last stored step before it is failed with the reason.',
+      doc: 'How many times a background response, or a foreground turn nobody sent again, whose process stopped is taken over and continued from its last stored step before it is failed with the reason.',
       format: 'positive-int',
       default: 3,
       env: 'SESSIONS_MAX_TURN_ATTEMPTS',

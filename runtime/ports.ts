@@ -616,6 +616,9 @@ export interface IdempotencyKeyStore {
  * continued from its last stored step. A session keeps the steps of one turn, named by its
  * `anchor`: storing a step of another turn drops the earlier turn's.
  */
+/** The step that holds what a turn needs to be finished by a process that finds it abandoned (see `TurnJournal`). */
+export const TURN_SETTINGS_STEP = 'settings';
+
 export interface TurnStepStore {
   /** Stores a step of the session's turn `anchor` (a step stored again is left as it is). */
   record(sessionId: string, anchor: string, step: string, body: string): Promise<void>;
@@ -623,6 +626,13 @@ export interface TurnStepStore {
   load(sessionId: string, anchor: string): Promise<Map<string, string>>;
   /** Drops the session's stored steps. */
   clear(sessionId: string): Promise<void>;
+  /**
+   * Sessions of live users with a turn that stored its settings (see `TurnJournal`) and whose
+   * last turn did not end unanswered in a live process, quiet for `quietMs`: with `leases`,
+   * their lease lapsed at least that long ago (or was never taken); without (a process alone
+   * on its database), their newest step is that old. At most `limit`, the oldest turns first.
+   */
+  abandoned(quietMs: number, leases: boolean, limit: number): Promise<Array<{ sessionId: string; userId: string }>>;
 }
 
 /**

@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely';
-import type { TurnStepStore } from '../runtime/ports.js';
+import { TURN_SETTINGS_STEP, type TurnStepStore } from '../runtime/ports.js';
 import { databaseCalls } from './database-calls.js';
 import type { DatabaseSchema } from './database-schema.js';
 import { GroupCommit } from './group-commit.js';
@@ -37,6 +37,22 @@ export function createTurnStepRepository(db: Kysely<DatabaseSchema>): TurnStepSt
 
     async clear(sessionId) {
       await db.deleteFrom('turn_steps').where('session_id', '=', sessionId).execute();
+    },
+
+    async abandoned(quietMs, leases, limit) {
+      const since = sql`now() - ${quietMs} * interval '1 millisecond'`;
+      const quiet = leases
+        ? sql`not exists (select 1 from session_leases lease where lease.session_id = step.session_id and lease.expires_at > ${since})`
+        : sql`not exists (select 1 from turn_steps newer where newer.session_id = step.session_id and newer.created_at > ${since})`;
+      const { rows } = await sql<{ session_id: string; user_id: string }>`
+        select step.session_id, session.user_id from turn_steps step
+        join sessions session on session.session_id = step.session_id
+        where step.step = ${TURN_SETTINGS_STEP} and session.deleted_at is null
+          and coalesce(session.snapshot ->> 'unanswered', 'false') <> 'true'
+          and ${quiet}
+        order by step.created_at
+        limit ${limit}`.execute(db);
+      return rows.map((row) => ({ sessionId: row.session_id, userId: row.user_id }));
     },
   });
 }

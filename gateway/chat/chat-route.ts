@@ -80,6 +80,7 @@ function toTurnRequest(req: Request, res: Response, request: ChatRequest, userId
     requestId: res.locals.requestId as string | undefined,
     sessionHint,
     retried: isClientRetry(req, res),
+    hasOwnResume: answerRecorded(res) !== undefined,
     messages: request.messages,
     clientTools: request.tools ?? undefined,
     params: {

@@ -19,7 +19,7 @@ import { cancelResponse, resumeBackgroundResponse, startBackgroundResponse, type
 import { streamStoredResponse } from './stored-response-stream.js';
 import type { UsageLimiter } from '../http/usage-limits.js';
 import type { IdempotencyKeys } from '../../runtime/idempotency/idempotency-keys.js';
-import { answeredByKey } from '../http/idempotency-key.js';
+import { answeredByKey, answerRecorded } from '../http/idempotency-key.js';
 import { isClientRetry } from '../http/client-retry.js';
 
 /** What the Responses API routes need. */
@@ -115,7 +115,8 @@ function backgroundRequestOf(
   const { request, userId } = started;
   return {
     ...started,
-    turnOf: (from) => turnRequestOf(deps, request, userId, from, origin),
+    // A background response whose process died is taken over as a run, not as an abandoned turn.
+    turnOf: (from) => turnRequestOf(deps, request, userId, from, { ...origin, hasOwnResume: true }),
     resolveAgain: () => continuationFor(deps, userId, request),
   };
 }
@@ -131,7 +132,7 @@ async function takeOver(deps: ResponsesRouterDeps, run: TakenOverRun): Promise<v
   const frame: ResponseFrame = { id: run.id, createdAt, request, store: true, background: true };
   const continuation = await continuationFor(deps, run.userId, request);
   // Sent again as the same request: the session's stored message is not stored twice.
-  const origin = { requestId: undefined, retried: true };
+  const origin = { requestId: undefined, retried: true, hasOwnResume: true };
   resumeBackgroundResponse(deps, backgroundRequestOf(deps, { request, requestText: run.request, userId: run.userId, frame, continuation }, origin), run);
 }
 
@@ -148,10 +149,10 @@ type ResponseTurn = {
 };
 
 /** Where a turn's request came from: its id, and whether the client says it retries an earlier attempt. */
-type RequestOrigin = { requestId: string | undefined; retried: boolean };
+type RequestOrigin = { requestId: string | undefined; retried: boolean; hasOwnResume: boolean };
 
 function originOf(req: Request, res: Response): RequestOrigin {
-  return { requestId: res.locals.requestId as string | undefined, retried: isClientRetry(req, res) };
+  return { requestId: res.locals.requestId as string | undefined, retried: isClientRetry(req, res), hasOwnResume: answerRecorded(res) !== undefined };
 }
 
 /** The session turn of a response, continuing where its continuation says, with the record of its response when one is kept. */
@@ -170,6 +171,7 @@ function turnRequestOf(
     userId,
     requestId: origin.requestId,
     retried: origin.retried,
+    hasOwnResume: origin.hasOwnResume,
     sessionHint: continuation?.sessionHint,
     continuesAt: continuation?.continuesAt,
     messages: [...instructions, ...(continuation?.history ?? []), ...inputMessages(request)],

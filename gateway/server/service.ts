@@ -15,6 +15,7 @@ import type { LongTermMemory } from '../../runtime/memory/long-term-memory.js';
 import type { EmbedderRecordStore, VectorMemoryStore } from '../../runtime/ports.js';
 import { createVectorMemory } from '../../runtime/memory/vector-memory.js';
 import { SessionLeases } from '../../runtime/sessions/session-leases.js';
+import { AbandonedTurns } from '../../runtime/sessions/abandoned-turns.js';
 import { ServiceMetrics } from '../../runtime/observability/metrics.js';
 import type { Supervisor, SupervisorSettings } from '../../runtime/sessions/supervisor.js';
 import { createXStateInspector } from '../../runtime/observability/xstate-inspector.js';
@@ -236,6 +237,16 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     eventRetentionMs: config.responses.event_retention_ms,
     onError: (error) => logger.warn(`background responses: ${error.message}`),
   });
+  // Foreground turns whose process died before they answered, and that no request came to finish.
+  const abandonedTurns = new AbandonedTurns({
+    supervisor,
+    steps: stores.turnSteps,
+    leaseMs: config.sessions.lease_ms,
+    quietMs: config.sessions.abandoned_after_ms,
+    leases: leases !== undefined,
+    maxAttempts: config.sessions.max_turn_attempts,
+    onError: (error) => logger.warn(`finishing an abandoned turn: ${error.message}`),
+  });
   const idempotencyKeys = new IdempotencyKeys(
     stores.idempotencyKeys,
     newHolderId(),
@@ -320,6 +331,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
   const handed = handedOver ? acceptHandedConnections(server) : undefined;
   port = handedOver ? handedOver.publicPort : (server.address() as AddressInfo).port;
   inspector?.start();
+  abandonedTurns.start();
   // Deliveries left pending by an earlier run go out now.
   await webhooks.start();
   const host = config.app.host === '0.0.0.0' || config.app.host === '::' ? '127.0.0.1' : config.app.host;
@@ -329,6 +341,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     (closing ??= (async () => {
       inspectRoutes.close();
       idempotencyKeys.stop();
+      await abandonedTurns.stop();
       // Background responses get the same time to end as requests; those still running then are stored as failed.
       const [{ forced }] = await Promise.all([drainServer(server, config.app.shutdown_timeout_ms, { handed, watched }), backgroundRuns.stop(config.app.shutdown_timeout_ms)]);
       if (forced) logger.warn(`requests still running after ${config.app.shutdown_timeout_ms} ms were cut; their turns are cancelled and stored`);

@@ -6,6 +6,7 @@ import type { LlmClient } from '../llm/llm-client.js';
 import type { LongTermMemory } from '../memory/long-term-memory.js';
 import type { EventBus } from '../observability/event-bus.js';
 import type { CallLog } from '../observability/call-log.js';
+import type { ChatMessage } from '../chat-types.js';
 import type { ConversationStore, SessionStore, TurnStepStore } from '../ports.js';
 import { ServiceError } from '../service-error.js';
 import { notPending } from '../tools/tool-approvals.js';
@@ -16,10 +17,11 @@ import type { DurableWriter } from './durable-writer.js';
 import { newSessionId } from './session-ids.js';
 import type { SessionLeases } from './session-leases.js';
 import { createSessionRegistry, type SessionRegistry } from './session-registry.js';
-import { conversationOf, findSessionId, planTurn, type PlanSources } from './turn-plan.js';
+import { abandonedTurnOf, conversationOf, findSessionId, planTurn, type PlanSources } from './turn-plan.js';
+import { TurnJournal } from './turn-journal.js';
 import { TurnRunner } from './turn-runner.js';
 import { TurnStore } from './turn-store.js';
-import type { SupervisorSettings, TurnHandlers, TurnOutcome, TurnPlan, TurnRequest } from './turn-types.js';
+import { FAILED_REPLY_ROLE, type SupervisorSettings, type TurnHandlers, type TurnOutcome, type TurnPlan, type TurnRequest } from './turn-types.js';
 
 export { FAILED_REPLY_ROLE, LLM_FAILURE_PREFIX, PRIVATE_STEP_ROLE, REASONING_ROLE } from './turn-types.js';
 export type { SupervisorSettings, ToolActivity, TurnHandlers, TurnOutcome, TurnRequest, TurnStep } from './turn-types.js';
@@ -45,15 +47,6 @@ export type SupervisorDeps = {
   /** Receives every session actor's inspection events (the XState inspector). */
   inspect?: (event: InspectionEvent) => void;
 };
-
-/**
- * The request an abandoned turn is finished with: the next turn's settings (its client sent
- * both), none of its own messages, no client tools (nobody is there to run them) and no
- * response record (its response was never given to a client).
- */
-function abandonedTurnRequest(next: TurnRequest): TurnRequest {
-  return { userId: next.userId, requestId: next.requestId, sessionHint: next.sessionHint, retried: true, messages: [], params: next.params };
-}
 
 /**
  * Spawns one actor per session from the state graph and runs one turn at a time per
@@ -144,12 +137,73 @@ export class Supervisor {
         ({ release, generation } = await this.cache.hold(sessionId, handlers.signal));
         plan = (await planTurn(this.sources, sessionId, generation, request, { ...conversation, prefixHash, forceNew: true })) as TurnPlan;
       }
-      if (plan.abandoned) {
-        // Its process died before it answered: it is finished first, so this turn sees its whole answer.
-        await this.runner.run(plan.abandoned, abandonedTurnRequest(request), conversation.system, { signal: handlers.signal });
-        plan = (await planTurn(this.sources, sessionId, generation, request, { ...conversation, prefixHash })) as TurnPlan;
+      // A reply this process is still writing is not abandoned: planned again once the writes are in, it may still be.
+      if (plan.abandoned && (await this.store.settled(sessionId))) {
+        const replan = () => planTurn(this.sources, sessionId, generation, request, { ...conversation, prefixHash }) as Promise<TurnPlan>;
+        plan = await replan();
+        if (plan.abandoned && (await this.finishesFirst(plan.abandoned, request, conversation.system, handlers.signal))) plan = await replan();
       }
       return await this.runner.run(plan, request, conversation.system, handlers);
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * Finishes the turn a session's stored transcript ends with, left unanswered by a process
+   * that died, before `next`, so that the next turn sees its whole answer: if it stored steps
+   * (it made calls: their effects must reach the model), it is continued from them with the
+   * settings it stored (else `next`'s). A turn that stored none had no effect: it stays
+   * unanswered, and the next turn goes on after its message (a process that only lost its lease
+   * may still be answering it). Returns whether it ran.
+   */
+  private async finishesFirst(abandoned: TurnPlan, next: TurnRequest, nextSystem: ChatMessage[], signal: AbortSignal): Promise<boolean> {
+    const stored = await this.store.loadSteps(abandoned.session.sessionId, TurnJournal.anchorOf(abandoned.baseHash, abandoned.hashed));
+    if (stored.size === 0) return false;
+    const settings = TurnJournal.settingsOf(stored);
+    const request: TurnRequest = { userId: next.userId, requestId: next.requestId, sessionHint: next.sessionHint, retried: true, messages: [], params: settings?.params ?? next.params };
+    await this.runner.run(abandoned, request, settings?.system ?? nextSystem, { signal });
+    return true;
+  }
+
+  /**
+   * Finishes the session's turn whose process died before it answered and that no request came
+   * to finish (the sweep of abandoned turns found it): it is continued from its stored steps
+   * with the settings it stored, as the session's next turn would continue it. Taken over
+   * `maxAttempts` times already (each process that took it died too), its message is answered
+   * with the reason instead. Returns what became of it.
+   */
+  async finishAbandoned(sessionId: string, userId: string, maxAttempts: number, signal: AbortSignal): Promise<'finished' | 'failed' | 'none'> {
+    // A turn of this process is running on it (a process alone finds its own slow turns quiet).
+    if (this.runner.isBusy(sessionId)) return 'none';
+    await this.started(signal);
+    const { release, generation } = await this.cache.hold(sessionId, signal);
+    try {
+      // This process holds the session (nothing of it is abandoned), or is still writing to it.
+      if (this.cache.get(sessionId) || !(await this.store.settled(sessionId))) return 'none';
+      const window = this.deps.settings.shortTermTurns;
+      const session = await this.store.claim(sessionId, userId);
+      const recent = await this.store.recentTurns(sessionId, window);
+      const plan = abandonedTurnOf(session, generation, recent, window);
+      const anchor = plan && TurnJournal.anchorOf(plan.baseHash, plan.hashed);
+      const stored = anchor ? await this.store.loadSteps(sessionId, anchor) : new Map<string, string>();
+      const settings = TurnJournal.settingsOf(stored);
+      if (!plan || !anchor || !settings) {
+        // The turn whose steps these are ended after all (only their drop was lost): they are stale.
+        if (recent.at(-1)?.role !== 'user') this.store.clearSteps(sessionId);
+        return 'none';
+      }
+      const takeovers = TurnJournal.takeoversOf(stored);
+      if (takeovers >= maxAttempts) {
+        const reason = `Error: the service process answering this message stopped before it finished, and so did the ${takeovers} that took it over (sessions.max_turn_attempts)`;
+        await this.store.persistBeforeAnswer(sessionId, [{ role: FAILED_REPLY_ROLE, content: reason }], userId);
+        this.store.clearSteps(sessionId);
+        return 'failed';
+      }
+      await this.store.persistSteps(sessionId, anchor, [TurnJournal.takeoverStep(takeovers + 1)]);
+      const request: TurnRequest = { userId, sessionHint: sessionId, retried: true, messages: [], params: settings.params };
+      await this.runner.run(plan, request, settings.system, { signal, leftAbandonedOnCancel: true });
+      return 'finished';
     } finally {
       release();
     }

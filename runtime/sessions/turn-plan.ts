@@ -131,7 +131,7 @@ export async function planTurn(
     const history = isNew ? [] : dialogueOf(earlier ?? [], tail);
     const goesOn = isRetry && !isNew && !resumed ? [] : tail;
     const baseHash = session.historyHash ?? EMPTY_HISTORY_HASH;
-    const abandoned = mayBeAbandoned && recent ? abandonedTurnOf(session, generation, baseHash, recent, sources.shortTermTurns) : undefined;
+    const abandoned = mayBeAbandoned && recent ? abandonedTurnOf(session, generation, recent, sources.shortTermTurns) : undefined;
     const plan = { ...base, recent, baseHash, hashed: tailTurns, ...(abandoned ? { abandoned } : {}) };
     return withApprovals(plan, history, goesOn, request, sources.approvalWords, resumed);
   }
@@ -199,7 +199,7 @@ function approvalTurn(answer: ApprovalAnswer): Turn {
  * unanswered in a live process (cancelled by its client, or stopped for a missing account: its
  * snapshot says so), nor one whose messages `recent` may not hold in full.
  */
-function abandonedTurnOf(session: TurnPlan['session'], generation: number, baseHash: string, recent: Turn[], window: number): TurnPlan | undefined {
+export function abandonedTurnOf(session: TurnPlan['session'], generation: number, recent: Turn[], window: number): TurnPlan | undefined {
   if (hasUnansweredTurn(session.snapshot) || pendingApprovalsOf(session.snapshot).length > 0) return undefined;
   const firstUnanswered = recent.findLastIndex((turn) => turn.role !== 'user') + 1;
   const hashed = recent.slice(firstUnanswered);
@@ -208,7 +208,7 @@ function abandonedTurnOf(session: TurnPlan['session'], generation: number, baseH
   if (firstUnanswered === 0 && (session.historyHash !== null || recent.length >= window)) return undefined;
   const earlier = recent.slice(0, firstUnanswered);
   const dialogue: ChatMessage[] = [...dialogueOf(earlier, []), ...hashed.map((turn) => ({ role: 'user' as const, content: turn.content }))];
-  return { session, isNew: false, generation, toStore: [], continues: true, recent, baseHash, hashed, dialogue };
+  return { session, isNew: false, generation, toStore: [], continues: true, recent, baseHash: session.historyHash ?? EMPTY_HISTORY_HASH, hashed, dialogue };
 }
 
 /** True when a stored snapshot says the session's last turn ended unanswered. */

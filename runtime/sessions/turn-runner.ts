@@ -189,15 +189,20 @@ export class TurnRunner {
       toolResults: new Map(),
       approvalRequests: [],
       decidedSteps: [],
-      journal: new TurnJournal(storedSteps, async (step, body) => {
-        try {
-          await handlers.beforeStep?.();
-          await store.persistStep(sessionId, anchorOf(), step, body);
-        } catch (error) {
-          turn.stepError ??= error;
-          throw error;
-        }
-      }),
+      journal: new TurnJournal(
+        storedSteps,
+        async (steps) => {
+          try {
+            await handlers.beforeStep?.();
+            await store.persistSteps(sessionId, anchorOf(), steps);
+          } catch (error) {
+            turn.stepError ??= error;
+            throw error;
+          }
+        },
+        // Settings for the sweep of abandoned turns, unless the turn has its own way to be finished.
+        request.hasOwnResume ? undefined : { params: request.params, system: clientSystem },
+      ),
       rounds: 0,
       stepError: undefined,
     };
@@ -230,7 +235,8 @@ export class TurnRunner {
       const held = outcome.approvalRequests.map((request) => request.call);
       const activity = answered ? stepTurns(produced, privateSteps, turn.roundsReasoning, [...held, ...turn.clientToolCalls]) : [];
       const progress = {
-        snapshot: restingSnapshot(actor, !answered, answered ? outcome.approvalRequests : []),
+        // Cancelled as its process stops, a turn taken over stays abandoned, for the next process.
+        snapshot: restingSnapshot(actor, !answered && !(cancelled && handlers.leftAbandonedOnCancel), answered ? outcome.approvalRequests : []),
         currentState: String(snapshot.value),
         transitions: snapshot.context.transitions,
         transitionLog: turn.transitionLog,

@@ -123,15 +123,17 @@ export class TurnStore {
   }
 
   /**
-   * Stores a step of the session's turn `anchor` through the durable writer, in order with its
+   * Stores steps of the session's turn `anchor` through the durable writer, in order with its
    * other writes. What comes next (a tool call) waits for the commit: when it does not come
    * within `writeWaitMs`, the turn fails with DATABASE_UNAVAILABLE rather than run a call no
    * stored step knows of (the write goes on, and a later attempt finds it).
    */
-  async persistStep(sessionId: string, anchor: string, step: string, body: string): Promise<void> {
+  async persistSteps(sessionId: string, anchor: string, rows: ReadonlyArray<readonly [step: string, body: string]>): Promise<void> {
     const steps = this.deps.steps;
     if (!steps) return;
-    const write = this.deps.writer.write(sessionId, 'store a turn step', () => steps.record(sessionId, anchor, step, body));
+    // Recorded together, the rows go in one statement of the group commit.
+    const record = async () => void (await Promise.all(rows.map(([step, body]) => steps.record(sessionId, anchor, step, body))));
+    const write = this.deps.writer.write(sessionId, 'store a turn step', record);
     if (!(await this.waitForWrite(write))) throw databaseUnavailable();
   }
 
@@ -162,6 +164,15 @@ export class TurnStore {
   /** Queues work behind the session's writes (e.g. memory consolidation, ending a session). */
   after<T>(sessionId: string, operation: string, work: () => Promise<T>): Promise<T> {
     return this.deps.writer.write(sessionId, operation, work);
+  }
+
+  /**
+   * Whether the session's writes queued in this process committed within `writeWaitMs`: only
+   * then do its reads show every turn this process ended (a reply still being written is not
+   * an abandoned turn).
+   */
+  settled(sessionId: string): Promise<boolean> {
+    return this.waitForWrite(this.after(sessionId, 'settle the queued writes', async () => undefined).catch(() => undefined));
   }
 
   /**

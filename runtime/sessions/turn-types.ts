@@ -44,6 +44,11 @@ export type TurnRequest = {
    */
   retried?: boolean;
   /**
+   * The turn has its own way to be finished if its process dies (an Idempotency-Key's request
+   * sent again, a background response's takeover): the sweep of abandoned turns leaves it.
+   */
+  hasOwnResume?: boolean;
+  /**
    * The history hash the named session must be at for this turn (the Responses API continuing
    * a session's newest response). Checked under the session's lock: of two turns continuing
    * the same point, the second fails with SESSION_CONFLICT before anything is stored.
@@ -111,6 +116,12 @@ export type TurnHandlers = {
    * streamed again. Tool activity is, and the reader drops what it showed.
    */
   stepsShown?: boolean;
+  /**
+   * The turn finishes one whose process died (the sweep of abandoned turns): cancelled (this
+   * process stops), it is left abandoned as it was found, for the next process to finish, not
+   * marked as a turn its client gave up.
+   */
+  leftAbandonedOnCancel?: boolean;
 };
 
 /**

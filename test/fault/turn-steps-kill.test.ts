@@ -82,15 +82,18 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
     );
   }
 
-  /** Waits until the turn reached `point` (the tool `server` runs in it), then kills the service. */
-  async function killAt(point: KillPoint, server: 'once' | 'again', writesBefore: number): Promise<void> {
+  /**
+   * Waits until the turn reached `point` (the tool `server` runs in it), then kills the service and
+   * starts it again (with `env` added).
+   */
+  async function killAt(point: KillPoint, server: 'once' | 'again', writesBefore: number, env?: NodeJS.ProcessEnv): Promise<void> {
     if (point === 'before the LLM call') await fixture.llm.waitForRequest();
     // Its pieces come a second apart: 1.5 s after the request came, the stream is under way.
     if (point === 'mid-stream') await fixture.llm.waitForRequest().then(() => new Promise((resolve) => setTimeout(resolve, 1_500)));
     if (point === 'after a tool started') await waitFor(() => written(server).length > writesBefore, 'the tool call to start', 20_000);
     if (point === 'after a tool finished' || point === 'before the end is stored') await fixture.llm.waitForRequest((request) => request.body.messages!.at(-1)!.role === 'tool', 20_000);
     if (point === 'before the end is stored') await new Promise((resolve) => setTimeout(resolve, 1_500));
-    await fixture.killAndRestart();
+    await fixture.killAndRestart(env);
   }
 
   /** A chat completion of one user message in the session; `stream`ed, its answer is not read (the attempt the service is killed under). */
@@ -160,9 +163,14 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
     });
   });
 
+  /** The kill points after the turn stored a step (its tool round): the turns with effects to finish. */
+  const withSteps: KillPoint[] = ['after a tool started', 'after a tool finished', 'before the end is stored'];
+
   describe('chat completions, the next message instead of the same one', () => {
     for (const point of points) {
-      it(`killed ${point}: the turn is finished first, once, and the next turn sees its answer`, async () => {
+      const finished = withSteps.includes(point);
+      const outcome = finished ? 'the turn is finished first, once, and the next turn sees its answer' : 'the turn had no effect: its message stays unanswered and the next turn goes on after it';
+      it(`killed ${point}: ${outcome}`, async () => {
         const userId = `user-${randomUUID()}`;
         const sessionId = randomUUID();
         scriptTurn('once__slow-write', point, { message: 'thanks', answer: 'you are welcome' });
@@ -172,20 +180,97 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
         await first;
         const next = await chat(userId, sessionId, 'thanks');
         expect(next).to.deep.equal({ status: 200, content: 'you are welcome' });
-        expect(written('once').length - writes, 'the tool started').to.equal(1);
         const stored = await transcriptOf(userId);
         expect(new Set(stored.map((entry) => entry.session)).size, 'sessions (no branch)').to.equal(1);
         const rows = stored.map((entry) => entry.row);
+        const asked = fixture.llm.requests.filter((request) => request.kind === 'chat').at(-1)!.body.messages!.map((message) => `${message.role}: ${String(message.content)}`);
+        if (!finished) {
+          expect(written('once').length - writes, 'the tool started').to.equal(0);
+          expect(rows).to.deep.equal(['user: save it', 'user: thanks', 'assistant: you are welcome']);
+          expect(asked.at(-1)).to.equal('user: thanks');
+          return;
+        }
+        expect(written('once').length - writes, 'the tool started').to.equal(1);
         expect(rows.filter((row) => row.startsWith('user: ')), 'the messages').to.deep.equal(['user: save it', 'user: thanks']);
         expect(rows.filter((row) => row.startsWith('tool: ')), 'the tool result').to.have.length(1);
         expect(rows.filter((row) => row.startsWith('assistant: ')), 'the answers').to.deep.equal(['assistant: let me save it\n\nall done, saved', 'assistant: you are welcome']);
         expect(rows.indexOf('assistant: let me save it\n\nall done, saved'), 'the first answer before the next message').to.be.below(rows.indexOf('user: thanks'));
         if (point === 'after a tool started') expect(rows.find((row) => row.startsWith('tool: '))).to.include('is unknown');
         // The next turn's context held the first turn's answer.
-        const asked = fixture.llm.requests.filter((request) => request.kind === 'chat').at(-1)!.body.messages!;
-        expect(asked.map((message) => `${message.role}: ${String(message.content)}`)).to.include.members(['user: save it', 'assistant: let me save it\n\nall done, saved', 'user: thanks']);
+        expect(asked.slice(-3)).to.deep.equal(['user: save it', 'assistant: let me save it\n\nall done, saved', 'user: thanks']);
       });
     }
+  });
+
+  describe('chat completions, nothing sent again: finished by the process that finds it abandoned', () => {
+    /** Abandoned after 2 s (a minute by default), so the restarted service finishes it. */
+    const QUIET_MS = 2_000;
+    const quickly = { SESSIONS_ABANDONED_AFTER_MS: String(QUIET_MS) };
+    // A turn that stored a step (its tool round) is finished; one killed before has no effect to finish.
+    for (const point of withSteps) {
+      it(`killed ${point}: finished once in its session, the tool started once`, async () => {
+        const userId = `user-${randomUUID()}`;
+        const sessionId = randomUUID();
+        scriptTurn('once__slow-write', point);
+        const writes = written('once').length;
+        const first = chat(userId, sessionId, 'save it', true).catch(() => undefined);
+        await killAt(point, 'once', writes, quickly);
+        await first;
+        const answer = 'assistant: let me save it\n\nall done, saved';
+        const stored = await waitFor(async () => {
+          const rows = await transcriptOf(userId);
+          return rows.some((entry) => entry.row === answer) ? rows : undefined;
+        }, 'the turn finished', 20_000);
+        expect(written('once').length - writes, 'the tool started').to.equal(1);
+        expect(new Set(stored.map((entry) => entry.session)), 'its session').to.deep.equal(new Set([sessionId]));
+        const rows = stored.map((entry) => entry.row);
+        expect(rows.filter((row) => row.startsWith('user: ')), 'the message').to.deep.equal(['user: save it']);
+        expect(rows.filter((row) => row.startsWith('tool: ')), 'the tool result').to.have.length(1);
+        expect(rows.filter((row) => row.startsWith('assistant')), 'the answer, last').to.deep.equal([answer]);
+        expect(rows.at(-1)).to.equal(answer);
+        if (point === 'after a tool started') expect(rows.find((row) => row.startsWith('tool: '))).to.include('is unknown');
+        await waitFor(async () => (await query('select 1 from turn_steps where session_id = $1', [sessionId])).length === 0, 'its steps dropped', 5_000);
+      });
+    }
+
+    it('given up once taken over sessions.max_turn_attempts times: its message is answered with the reason, nothing runs again', async () => {
+      const userId = `user-${randomUUID()}`;
+      const sessionId = randomUUID();
+      scriptTurn('once__slow-write', 'after a tool finished', { message: 'thanks', answer: 'you are welcome' });
+      const writes = written('once').length;
+      const first = chat(userId, sessionId, 'save it', true).catch(() => undefined);
+      // Restarted as by default: a minute before the turn counts as abandoned.
+      await killAt('after a tool finished', 'once', writes);
+      await first;
+      // A process took it over once already and died too, as its step says.
+      await query(`insert into turn_steps (session_id, anchor, step, body) select session_id, anchor, 'takeover:1', '' from turn_steps where session_id = $1 and step = 'settings'`, [sessionId]);
+      await fixture.killAndRestart({ ...quickly, SESSIONS_MAX_TURN_ATTEMPTS: '1' });
+      const reason = 'assistant_error: Error: the service process answering this message stopped before it finished, and so did the 1 that took it over (sessions.max_turn_attempts)';
+      const rows = await waitFor(async () => {
+        const stored = (await transcriptOf(userId)).map((entry) => entry.row);
+        return stored.includes(reason) ? stored : undefined;
+      }, 'the turn given up', 20_000);
+      expect(rows).to.deep.equal(['user: save it', reason]);
+      expect(written('once').length - writes, 'the tool started').to.equal(1);
+      await waitFor(async () => (await query('select 1 from turn_steps where session_id = $1', [sessionId])).length === 0, 'its steps dropped', 5_000);
+      // The session goes on; the failure's text stays out of its context.
+      expect(await chat(userId, sessionId, 'thanks')).to.deep.equal({ status: 200, content: 'you are welcome' });
+      const asked = fixture.llm.requests.filter((request) => request.kind === 'chat').at(-1)!.body.messages!;
+      expect(asked.map((message) => String(message.content)).join('\n')).to.not.include('stopped before it finished');
+    });
+
+    it('killed before its tool round was stored: nothing to finish, its message stays unanswered and no step is left', async () => {
+      const userId = `user-${randomUUID()}`;
+      const sessionId = randomUUID();
+      scriptTurn('once__slow-write', 'before the LLM call');
+      const first = chat(userId, sessionId, 'save it', true).catch(() => undefined);
+      await killAt('before the LLM call', 'once', written('once').length, quickly);
+      await first;
+      // Two sweeps of the restarted service after the turn would count as abandoned.
+      await new Promise((resolve) => setTimeout(resolve, LEASE_MS + QUIET_MS + 2 * LEASE_MS));
+      expect((await transcriptOf(userId)).map((entry) => entry.row)).to.deep.equal(['user: save it']);
+      expect(await query('select 1 from turn_steps where session_id = $1', [sessionId])).to.deep.equal([]);
+    });
   });
 
   /** Creates a response of `input` for `userId`, in the background or keyed, without waiting for its end. */

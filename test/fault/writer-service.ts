@@ -15,7 +15,8 @@ export type WriterService = {
   /** The idempotency keys of the `slow-write` calls server `name` started, in order. */
   written(name: 'once' | 'again'): string[];
   /** Kills the service with SIGKILL and starts it again on the same port and database. */
-  killAndRestart(): Promise<void>;
+  /** Kills the service with SIGKILL and starts it again, with `env` added. */
+  killAndRestart(env?: NodeJS.ProcessEnv): Promise<void>;
 };
 
 /**
@@ -33,7 +34,7 @@ export function useWriterService(options: { serverUrl: string; leaseMs: number; 
   let port: number;
   let configFile: string;
   const writesOf = (name: string) => join(folder, `${name}.writes`);
-  const start = () => startServiceProcess({ port, llm, leaseMs: options.leaseMs, env: { DB_URL: database.url, CONFIG_FILE: configFile } });
+  const start = (env: NodeJS.ProcessEnv = {}) => startServiceProcess({ port, llm, leaseMs: options.leaseMs, env: { DB_URL: database.url, CONFIG_FILE: configFile, ...env } });
 
   before(async () => {
     folder = mkdtempSync(join(tmpdir(), 'svc-writer-kill-'));
@@ -69,9 +70,9 @@ export function useWriterService(options: { serverUrl: string; leaseMs: number; 
       return database.url;
     },
     written: (name) => (existsSync(writesOf(name)) ? readFileSync(writesOf(name), 'utf8').split('\n').filter(Boolean) : []),
-    async killAndRestart() {
+    async killAndRestart(env) {
       service!.process.kill('SIGKILL');
-      service = await start();
+      service = await start(env);
     },
   };
 }
