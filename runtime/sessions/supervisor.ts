@@ -17,7 +17,7 @@ import type { DurableWriter } from './durable-writer.js';
 import { newSessionId } from './session-ids.js';
 import type { SessionLeases } from './session-leases.js';
 import { createSessionRegistry, type SessionRegistry } from './session-registry.js';
-import { abandonedTurnOf, conversationOf, findSessionId, planTurn, type PlanSources } from './turn-plan.js';
+import { abandonedTurnOf, conversationOf, findSessionId, hasUnansweredTurn, planTurn, type PlanSources } from './turn-plan.js';
 import { TurnJournal } from './turn-journal.js';
 import { TurnRunner } from './turn-runner.js';
 import { TurnStore } from './turn-store.js';
@@ -189,8 +189,11 @@ export class Supervisor {
       const stored = anchor ? await this.store.loadSteps(sessionId, anchor) : new Map<string, string>();
       const settings = TurnJournal.settingsOf(stored);
       if (!plan || !anchor || !settings) {
-        // The turn whose steps these are ended after all (only their drop was lost): they are stale.
-        if (recent.at(-1)?.role !== 'user') this.store.clearSteps(sessionId);
+        // Ended unanswered in a live process since it was found, its steps wait for its retry;
+        // otherwise the turn they were stored for ended after all (only their drop was lost), or
+        // is not the one the transcript ends with: no sweep can finish it from them.
+        if (!hasUnansweredTurn(session.snapshot)) this.store.clearSteps(sessionId);
+        this.cache.evict(sessionId);
         return 'none';
       }
       const takeovers = TurnJournal.takeoversOf(stored);
@@ -198,6 +201,7 @@ export class Supervisor {
         const reason = `Error: the service process answering this message stopped before it finished, and so did the ${takeovers} that took it over (sessions.max_turn_attempts)`;
         await this.store.persistBeforeAnswer(sessionId, [{ role: FAILED_REPLY_ROLE, content: reason }], userId);
         this.store.clearSteps(sessionId);
+        this.cache.evict(sessionId);
         return 'failed';
       }
       await this.store.persistSteps(sessionId, anchor, [TurnJournal.takeoverStep(takeovers + 1)]);

@@ -212,7 +212,7 @@ export function abandonedTurnOf(session: TurnPlan['session'], generation: number
 }
 
 /** True when a stored snapshot says the session's last turn ended unanswered. */
-function hasUnansweredTurn(snapshot: unknown): boolean {
+export function hasUnansweredTurn(snapshot: unknown): boolean {
   return (snapshot as { unanswered?: unknown } | null)?.unanswered === true;
 }
 

@@ -259,6 +259,19 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
       expect(asked.map((message) => String(message.content)).join('\n')).to.not.include('stopped before it finished');
     });
 
+    it('drops steps left behind by a turn that was answered (only their drop was lost), and runs nothing', async () => {
+      const userId = `user-${randomUUID()}`;
+      const sessionId = randomUUID();
+      fixture.llm.script({ match: { hasToolResults: false }, reply: { content: 'nothing to do' } });
+      expect(await chat(userId, sessionId, 'hello')).to.deep.equal({ status: 200, content: 'nothing to do' });
+      const writes = written('once').length;
+      await query(`insert into turn_steps (session_id, anchor, step, body) values ($1, 'an-answered-turn', 'settings', '{"params":{},"system":[]}'), ($1, 'an-answered-turn', 'round:0', '{}')`, [sessionId]);
+      await fixture.killAndRestart(quickly);
+      await waitFor(async () => (await query('select 1 from turn_steps where session_id = $1', [sessionId])).length === 0, 'the stale steps dropped', 20_000);
+      expect((await transcriptOf(userId)).map((entry) => entry.row)).to.deep.equal(['user: hello', 'assistant: nothing to do']);
+      expect(written('once').length).to.equal(writes);
+    });
+
     it('killed before its tool round was stored: nothing to finish, its message stays unanswered and no step is left', async () => {
       const userId = `user-${randomUUID()}`;
       const sessionId = randomUUID();
@@ -274,8 +287,8 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
   });
 
   /** Creates a response of `input` for `userId`, in the background or keyed, without waiting for its end. */
-  async function respond(userId: string, body: Record<string, unknown>, key?: string): Promise<{ status: number; body: ResponseBody }> {
-    const headers: Record<string, string> = { 'Content-Type': 'application/json', 'X-User-ID': userId };
+  async function respond(userId: string, body: Record<string, unknown>, key?: string, extraHeaders: Record<string, string> = {}): Promise<{ status: number; body: ResponseBody }> {
+    const headers: Record<string, string> = { 'Content-Type': 'application/json', 'X-User-ID': userId, ...extraHeaders };
     if (key) headers['Idempotency-Key'] = key;
     const response = await fetch(`http://127.0.0.1:${fixture.port}/v1/responses`, { method: 'POST', headers, body: JSON.stringify({ model: 'svc-agent', ...body }) });
     if (!body.stream || response.status !== 200) return { status: response.status, body: (await response.json()) as ResponseBody };
@@ -330,6 +343,26 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
         expect(rows.filter((row) => row.startsWith('tool: ')), 'the tool result').to.have.length(1);
         expect(rows.filter((row) => row.startsWith('assistant: ')), 'the answer').to.have.length(1);
         if (point === 'after a tool started') expect(rows.find((row) => row.startsWith('tool: '))).to.include('is unknown');
+      });
+    }
+  });
+
+  describe('the Responses API, sent again without a key by the openai SDK', () => {
+    for (const point of points) {
+      it(`killed ${point}: answered once, the tool started once, no second session`, async () => {
+        const userId = `user-${randomUUID()}`;
+        scriptTurn('once__slow-write', point);
+        const writes = written('once').length;
+        const first = respond(userId, { input: 'save it', stream: true }).catch(() => undefined);
+        await killAt(point, 'once', writes);
+        await first;
+        // The SDK's retry says it is one (X-Stainless-Retry-Count): the first turn its attempt began is continued.
+        const retried = await respond(userId, { input: 'save it', stream: true }, undefined, { 'X-Stainless-Retry-Count': '1' });
+        expect(retried.status).to.equal(200);
+        expect(retried.body.status).to.equal('completed');
+        expect(written('once').length - writes, 'the tool started').to.equal(1);
+        const stored = await expectStoredOnce(userId, 'save it');
+        if (point === 'after a tool started') expect(stored.find((entry) => entry.row.startsWith('tool: '))!.row).to.include('is unknown');
       });
     }
   });
