@@ -610,15 +610,15 @@ export interface IdempotencyKeyStore {
   deleteExpired(): Promise<number>;
 }
 
+/** The step that holds what a turn needs to be finished by a process that finds it abandoned (see `TurnJournal`). */
+export const TURN_SETTINGS_STEP = 'settings';
+
 /**
  * The steps of sessions' running turns as each completes (an LLM round's reply with the tool
  * calls it makes, before they run; a tool call's result), so that a turn whose process died is
  * continued from its last stored step. A session keeps the steps of one turn, named by its
  * `anchor`: storing a step of another turn drops the earlier turn's.
  */
-/** The step that holds what a turn needs to be finished by a process that finds it abandoned (see `TurnJournal`). */
-export const TURN_SETTINGS_STEP = 'settings';
-
 export interface TurnStepStore {
   /** Stores a step of the session's turn `anchor` (a step stored again is left as it is). */
   record(sessionId: string, anchor: string, step: string, body: string): Promise<void>;

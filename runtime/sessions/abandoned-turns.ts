@@ -23,7 +23,6 @@ export type AbandonedTurnsDeps = {
 /** Most abandoned turns one sweep finishes, one after the other. */
 const TURNS_PER_SWEEP = 20;
 
-
 /**
  * Finishes the foreground turns whose process died before they answered and that no request
  * came to finish (see `Supervisor.finishAbandoned`): a turn that stored a step (a tool round)

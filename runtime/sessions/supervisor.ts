@@ -18,7 +18,7 @@ import { newSessionId } from './session-ids.js';
 import type { SessionLeases } from './session-leases.js';
 import { createSessionRegistry, type SessionRegistry } from './session-registry.js';
 import { abandonedTurnOf, conversationOf, findSessionId, hasUnansweredTurn, planTurn, type PlanSources } from './turn-plan.js';
-import { TurnJournal } from './turn-journal.js';
+import { TurnJournal, type TurnSettings } from './turn-journal.js';
 import { TurnRunner } from './turn-runner.js';
 import { TurnStore } from './turn-store.js';
 import { FAILED_REPLY_ROLE, type SupervisorSettings, type TurnHandlers, type TurnOutcome, type TurnPlan, type TurnRequest } from './turn-types.js';
@@ -158,12 +158,23 @@ export class Supervisor {
    * may still be answering it). Returns whether it ran.
    */
   private async finishesFirst(abandoned: TurnPlan, next: TurnRequest, nextSystem: ChatMessage[], signal: AbortSignal): Promise<boolean> {
-    const stored = await this.store.loadSteps(abandoned.session.sessionId, TurnJournal.anchorOf(abandoned.baseHash, abandoned.hashed));
+    const { stored } = await this.stepsOf(abandoned);
     if (stored.size === 0) return false;
-    const settings = TurnJournal.settingsOf(stored);
-    const request: TurnRequest = { userId: next.userId, requestId: next.requestId, sessionHint: next.sessionHint, retried: true, messages: [], params: settings?.params ?? next.params };
-    await this.runner.run(abandoned, request, settings?.system ?? nextSystem, { signal });
+    const settings = TurnJournal.settingsOf(stored) ?? { params: next.params, system: nextSystem };
+    await this.continueAbandoned(abandoned, stored, settings, { userId: next.userId, requestId: next.requestId }, { signal });
     return true;
+  }
+
+  /** The steps the attempt of an abandoned turn stored, and the anchor it stored them under. */
+  private async stepsOf(abandoned: TurnPlan): Promise<{ anchor: string; stored: Map<string, string> }> {
+    const anchor = TurnJournal.anchorOf(abandoned.baseHash, abandoned.hashed);
+    return { anchor, stored: await this.store.loadSteps(abandoned.session.sessionId, anchor) };
+  }
+
+  /** Continues an abandoned turn from the steps its attempt stored (`stored`, read already), with `settings`. */
+  private async continueAbandoned(abandoned: TurnPlan, stored: Map<string, string>, settings: TurnSettings, by: Pick<TurnRequest, 'userId' | 'requestId'>, handlers: TurnHandlers): Promise<void> {
+    const request: TurnRequest = { ...by, sessionHint: abandoned.session.sessionId, retried: true, messages: [], params: settings.params };
+    await this.runner.run({ ...abandoned, steps: stored }, request, settings.system, handlers);
   }
 
   /**
@@ -185,10 +196,9 @@ export class Supervisor {
       const session = await this.store.claim(sessionId, userId);
       const recent = await this.store.recentTurns(sessionId, window);
       const plan = abandonedTurnOf(session, generation, recent, window);
-      const anchor = plan && TurnJournal.anchorOf(plan.baseHash, plan.hashed);
-      const stored = anchor ? await this.store.loadSteps(sessionId, anchor) : new Map<string, string>();
+      const { anchor, stored } = plan ? await this.stepsOf(plan) : { anchor: '', stored: new Map<string, string>() };
       const settings = TurnJournal.settingsOf(stored);
-      if (!plan || !anchor || !settings) {
+      if (!plan || !settings) {
         // Ended unanswered in a live process since it was found, its steps wait for its retry;
         // otherwise the turn they were stored for ended after all (only their drop was lost), or
         // is not the one the transcript ends with: no sweep can finish it from them.
@@ -205,8 +215,7 @@ export class Supervisor {
         return 'failed';
       }
       await this.store.persistSteps(sessionId, anchor, [TurnJournal.takeoverStep(takeovers + 1)]);
-      const request: TurnRequest = { userId, sessionHint: sessionId, retried: true, messages: [], params: settings.params };
-      await this.runner.run(plan, request, settings.system, { signal, leftAbandonedOnCancel: true });
+      await this.continueAbandoned(plan, stored, settings, { userId }, { signal, leftAbandonedOnCancel: true });
       return 'finished';
     } finally {
       release();

@@ -161,7 +161,7 @@ export class TurnRunner {
     // Named only when a step is read or stored: a turn without tool calls never hashes it.
     let anchor: string | undefined;
     const anchorOf = () => (anchor ??= TurnJournal.anchorOf(plan.baseHash, plan.hashed));
-    const storedSteps = plan.continues && store.journals ? await store.loadSteps(sessionId, anchorOf()) : new Map<string, string>();
+    const storedSteps = plan.steps ?? (plan.continues && store.journals ? await store.loadSteps(sessionId, anchorOf()) : new Map<string, string>());
     handlers.onSessionReady?.(sessionId);
     if (plan.isNew) this.deps.events.emit('session:created', { sessionId, userId: request.userId });
     const clientTools = request.clientTools ?? [];

@@ -227,6 +227,8 @@ export type TurnPlan = {
   generation: number;
   /** True when an earlier attempt of this turn stored its messages (the same request sent again): its stored steps are continued. */
   continues: boolean;
+  /** The steps that attempt stored, when they were read already (an abandoned turn's, to decide whether to finish it). */
+  steps?: Map<string, string>;
   /** The session's pending approval requests this turn decides, if it waited on any. */
   approvals?: PlannedApprovals;
   /**
