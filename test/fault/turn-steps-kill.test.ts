@@ -105,6 +105,26 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
     return { status: response.status, content: body.choices?.[0]?.message.content ?? body.error?.message ?? '' };
   }
 
+  /**
+   * A new user's chat turn 'save it' in a new session, calling the `server`'s slow-write tool,
+   * killed at `point` (the service started again with `env` added); how many writes that
+   * server had made before it.
+   */
+  async function chatKilledAt(
+    point: KillPoint,
+    options: { server?: 'once' | 'again'; nextTurn?: { message: string; answer: string }; env?: NodeJS.ProcessEnv } = {},
+  ): Promise<{ userId: string; sessionId: string; writes: number }> {
+    const server = options.server ?? 'once';
+    const userId = `user-${randomUUID()}`;
+    const sessionId = randomUUID();
+    scriptTurn(`${server}__slow-write`, point, options.nextTurn);
+    const writes = written(server).length;
+    const first = chat(userId, sessionId, 'save it', true).catch(() => undefined);
+    await killAt(point, server, writes, options.env);
+    await first;
+    return { userId, sessionId, writes };
+  }
+
   /** The checks every case makes on the user's transcript: one session, the message once, the tool's result once, the answer once, last. */
   async function expectStoredOnce(userId: string, message: string): Promise<Array<{ session: string; row: string }>> {
     const stored = await transcriptOf(userId);
@@ -122,13 +142,7 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
   describe('chat completions, the request sent again', () => {
     for (const point of points) {
       it(`killed ${point}: finished once, the tool that may not run twice started at most once`, async () => {
-        const userId = `user-${randomUUID()}`;
-        const sessionId = randomUUID();
-        scriptTurn('once__slow-write', point);
-        const writes = written('once').length;
-        const first = chat(userId, sessionId, 'save it', true).catch(() => undefined);
-        await killAt(point, 'once', writes);
-        await first;
+        const { userId, sessionId, writes } = await chatKilledAt(point);
         const retried = await chat(userId, sessionId, 'save it');
         expect(retried).to.deep.equal({ status: 200, content: 'let me save it\n\nall done, saved' });
         const started = written('once').length - writes;
@@ -146,13 +160,7 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
     }
 
     it('killed after a tool that may run twice started: it runs again with the same idempotency key', async () => {
-      const userId = `user-${randomUUID()}`;
-      const sessionId = randomUUID();
-      scriptTurn('again__slow-write', 'after a tool started');
-      const writes = written('again').length;
-      const first = chat(userId, sessionId, 'save it', true).catch(() => undefined);
-      await killAt('after a tool started', 'again', writes);
-      await first;
+      const { userId, sessionId, writes } = await chatKilledAt('after a tool started', { server: 'again' });
       const retried = await chat(userId, sessionId, 'save it');
       expect(retried.status).to.equal(200);
       const keys = written('again').slice(writes);
@@ -171,13 +179,7 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
       const finished = withSteps.includes(point);
       const outcome = finished ? 'the turn is finished first, once, and the next turn sees its answer' : 'the turn had no effect: its message stays unanswered and the next turn goes on after it';
       it(`killed ${point}: ${outcome}`, async () => {
-        const userId = `user-${randomUUID()}`;
-        const sessionId = randomUUID();
-        scriptTurn('once__slow-write', point, { message: 'thanks', answer: 'you are welcome' });
-        const writes = written('once').length;
-        const first = chat(userId, sessionId, 'save it', true).catch(() => undefined);
-        await killAt(point, 'once', writes);
-        await first;
+        const { userId, sessionId, writes } = await chatKilledAt(point, { nextTurn: { message: 'thanks', answer: 'you are welcome' } });
         const next = await chat(userId, sessionId, 'thanks');
         expect(next).to.deep.equal({ status: 200, content: 'you are welcome' });
         const stored = await transcriptOf(userId);
@@ -209,13 +211,7 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
     // A turn that stored a step (its tool round) is finished; one killed before has no effect to finish.
     for (const point of withSteps) {
       it(`killed ${point}: finished once in its session, the tool started once`, async () => {
-        const userId = `user-${randomUUID()}`;
-        const sessionId = randomUUID();
-        scriptTurn('once__slow-write', point);
-        const writes = written('once').length;
-        const first = chat(userId, sessionId, 'save it', true).catch(() => undefined);
-        await killAt(point, 'once', writes, quickly);
-        await first;
+        const { userId, sessionId, writes } = await chatKilledAt(point, { env: quickly });
         const answer = 'assistant: let me save it\n\nall done, saved';
         const stored = await waitFor(async () => {
           const rows = await transcriptOf(userId);
@@ -234,14 +230,8 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
     }
 
     it('given up once taken over sessions.max_turn_attempts times: its message is answered with the reason, nothing runs again', async () => {
-      const userId = `user-${randomUUID()}`;
-      const sessionId = randomUUID();
-      scriptTurn('once__slow-write', 'after a tool finished', { message: 'thanks', answer: 'you are welcome' });
-      const writes = written('once').length;
-      const first = chat(userId, sessionId, 'save it', true).catch(() => undefined);
       // Restarted as by default: a minute before the turn counts as abandoned.
-      await killAt('after a tool finished', 'once', writes);
-      await first;
+      const { userId, sessionId, writes } = await chatKilledAt('after a tool finished', { nextTurn: { message: 'thanks', answer: 'you are welcome' } });
       // A process took it over once already and died too, as its step says.
       await query(`insert into turn_steps (session_id, anchor, step, body) select session_id, anchor, 'takeover:1', '' from turn_steps where session_id = $1 and step = 'settings'`, [sessionId]);
       await fixture.killAndRestart({ ...quickly, SESSIONS_MAX_TURN_ATTEMPTS: '1' });
@@ -273,12 +263,7 @@ onServer(`turns killed at each step boundary${serverUrl ? '' : ' (skipped: needs
     });
 
     it('killed before its tool round was stored: nothing to finish, its message stays unanswered and no step is left', async () => {
-      const userId = `user-${randomUUID()}`;
-      const sessionId = randomUUID();
-      scriptTurn('once__slow-write', 'before the LLM call');
-      const first = chat(userId, sessionId, 'save it', true).catch(() => undefined);
-      await killAt('before the LLM call', 'once', written('once').length, quickly);
-      await first;
+      const { userId, sessionId } = await chatKilledAt('before the LLM call', { env: quickly });
       // Two sweeps of the restarted service after the turn would count as abandoned.
       await new Promise((resolve) => setTimeout(resolve, LEASE_MS + QUIET_MS + 2 * LEASE_MS));
       expect((await transcriptOf(userId)).map((entry) => entry.row)).to.deep.equal(['user: save it']);
