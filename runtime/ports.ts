@@ -643,3 +643,11 @@ export function isDataError(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'string' && /^(22|23|42)/.test(code);
 }
+
+/** A channel of short messages between the service's processes (PostgreSQL's NOTIFY / LISTEN). */
+export type NotificationChannel = {
+  /** Sends `payload` (at most 8000 bytes, PostgreSQL's limit) to every process listening, this one included. */
+  publish(payload: string): Promise<void>;
+  /** Calls `onPayload` with each payload sent; resolves once listening, with the way to stop. */
+  subscribe(onPayload: (payload: string) => void): Promise<() => Promise<void>>;
+};

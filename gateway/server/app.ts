@@ -54,6 +54,8 @@ export type AppDeps = {
   metrics?: ServiceMetrics;
   /** The /inspect routes: the page shell is public, its data routes check the key themselves. */
   inspectRouter: Router;
+  /** `/mcp`, the agent as an MCP server (it reads its own body, to answer a bad one in JSON-RPC). */
+  mcpRouter: Router;
 };
 
 /** Builds the Express app: routes, JSON parsing with a size limit, and the one error mapping. */
@@ -75,6 +77,8 @@ export function createApp(deps: AppDeps): Express {
   app.use('/inspect', deps.inspectRouter);
   // Before the body is read: an unauthenticated request costs no parsing.
   app.use(deps.apiKeys.authenticate);
+  // Behind the key like every route; before the JSON parser, whose errors are not JSON-RPC's.
+  app.use(deps.mcpRouter);
   // Any content type is read as JSON: curl without -H still works.
   app.use(express.json({ limit: deps.bodyLimit, type: () => true, strict: false }));
   // Right after the body is read, before any route: what reaches the database or the model keeps one rule.
