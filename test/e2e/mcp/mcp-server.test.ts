@@ -4,6 +4,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { agentSessionOf } from '../../../gateway/mcp/mcp-session-ids.js';
 import { startTestService, type TestService } from '../../support/service-harness.js';
+import { waitFor } from '../../support/wait-for.js';
 
 /** A connected MCP client of the service, and its transport (whose session id it holds). */
 type Connected = { client: Client; transport: StreamableHTTPClientTransport };
@@ -122,6 +123,18 @@ describe('the MCP server at /mcp', function () {
     const result = await client.callTool({ name: 'svc-agent', arguments: { message: 'quietly [[pace:20]]' } });
     expect(textOf(result)).to.equal('Echo: quietly [[pace:20]]');
     expect(seen).to.deep.equal([]);
+  });
+
+  it('cancels the turn when the client cancels the call, so the next call is answered at once', async () => {
+    const { client } = await connected();
+    const cancel = new AbortController();
+    const hanging = client.callTool({ name: 'svc-agent', arguments: { message: 'wait [[hang]]' } }, undefined, { signal: cancel.signal }).catch((error: unknown) => error);
+    await waitFor(() => harness.llm.requests.length === 1, 'the LLM request of the first call');
+    cancel.abort('changed my mind');
+    await hanging;
+    // The call's POST stays open: only notifications/cancelled, in a POST of its own, tells the turn.
+    const next = await client.callTool({ name: 'svc-agent', arguments: { message: 'next' } }, undefined, { timeout: 5_000 });
+    expect(textOf(next)).to.equal('Echo: next');
   });
 
   it('answers a failed turn as a tool error when the LLM fails', async () => {
