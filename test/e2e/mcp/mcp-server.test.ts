@@ -23,7 +23,7 @@ function textOf(result: unknown): string {
 }
 
 /** A raw JSON-RPC POST to /mcp, as a client that does not use the SDK sends it. */
-async function post(harness: TestService, body: string, headers: Record<string, string> = {}): Promise<{ status: number; json: unknown; text: string }> {
+async function post(harness: TestService, body: string, headers: Record<string, string> = {}): Promise<{ status: number; json: unknown; text: string; headers: Headers }> {
   const response = await fetch(`${harness.service.url}/mcp`, {
     method: 'POST',
     headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', ...headers },
@@ -31,7 +31,7 @@ async function post(harness: TestService, body: string, headers: Record<string, 
   });
   const text = await response.text();
   const isJson = response.headers.get('content-type')?.startsWith('application/json') ?? false;
-  return { status: response.status, json: isJson ? (JSON.parse(text) as unknown) : null, text };
+  return { status: response.status, json: isJson ? (JSON.parse(text) as unknown) : null, text, headers: response.headers };
 }
 
 describe('the MCP server at /mcp', function () {
@@ -154,6 +154,9 @@ describe('the MCP server at /mcp', function () {
     expect(textOf(empty)).to.match(/'message' must not be empty/);
     const number = await client.callTool({ name: 'svc-agent', arguments: { message: 42 } });
     expect(textOf(number)).to.match(/'message' must be a string, not number/);
+    const extra = await client.callTool({ name: 'svc-agent', arguments: { message: 'hi', model: 'gpt' } });
+    expect(extra.isError).to.equal(true);
+    expect(textOf(extra)).to.match(/Unknown argument: model/);
     expect(harness.llm.requests).to.deep.equal([]);
   });
 
@@ -185,6 +188,11 @@ describe('the MCP server at /mcp', function () {
     // A well-formed session id is served wherever it was minted: here the method is what is wrong.
     expect(unknownMethod.status).to.equal(200);
     expect(unknownMethod.text).to.include(`"code":${ErrorCode.MethodNotFound}`);
+    // The agent session the MCP session's conversation lives in is named as chat completions name theirs.
+    expect(unknownMethod.headers.get('x-session-id')).to.equal(agentSessionOf('0'.repeat(32), harness.config.memory.user_id));
+    const tooLarge = await post(harness, JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { padding: 'x'.repeat(2 * 1024 * 1024) } }));
+    expect(tooLarge.status).to.equal(413);
+    expect(tooLarge.json).to.deep.include({ jsonrpc: '2.0', id: null });
     const get = await fetch(`${harness.service.url}/mcp`, { headers: { Accept: 'text/event-stream' } });
     expect(get.status).to.equal(405);
     expect(get.headers.get('allow')).to.equal('POST, DELETE');
