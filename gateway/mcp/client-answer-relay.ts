@@ -15,10 +15,14 @@ import type { NotificationChannel } from '../../runtime/ports.js';
 /** A message of the client that concerns a request in flight: its answer to a request of the service, or its cancellation of one of its own. */
 export type ClientFollowUp = JSONRPCResponse | (JSONRPCMessage & { method: 'notifications/cancelled' });
 
-/** A follow-up as it travels between processes. */
+/**
+ * A follow-up as it travels between processes. `session` names the conversation it belongs to:
+ * the route gives the agent session, derived from the MCP session and the user, so that a
+ * follow-up reaches only requests of the same MCP session and the same user.
+ */
 type Relayed = { session: string; message: ClientFollowUp };
 
-/** Where a follow-up goes: the transport of the request it concerns, in the MCP session `session`. */
+/** Where a follow-up goes: the transport of the request it concerns, in the session `session`. */
 type Waiting = { session: string; deliver: (message: ClientFollowUp) => void };
 
 /**
@@ -50,7 +54,7 @@ export class ClientAnswerRelay {
 
   /**
    * Makes the follow-ups of the requests a POST brought (`requestIds`) and of the requests the
-   * server sends back over `transport` reach it, in the MCP session `session`: the server's
+   * server sends back over `transport` reach it, in the session `session`: the server's
    * requests go out under service-wide ids, and their answers come back under their own.
    * Returns the way to forget them all, once the POST is over.
    */
@@ -76,7 +80,7 @@ export class ClientAnswerRelay {
     };
   }
 
-  /** Routes a follow-up in the MCP session `session`: to its request here, else to the other processes. */
+  /** Routes a follow-up in the session `session`: to its request here, else to the other processes. */
   async route(session: string, message: ClientFollowUp): Promise<void> {
     if (this.deliverHere(session, message)) return;
     await this.channel?.publish(JSON.stringify({ session, message } satisfies Relayed));
@@ -91,7 +95,7 @@ export class ClientAnswerRelay {
   private deliverHere(session: string, message: ClientFollowUp): boolean {
     const key = keyOf(session, message);
     const waiting = key === undefined ? undefined : this.waiting.get(key);
-    // A follow-up from another MCP session is not this request's, whatever id it names.
+    // A follow-up from another session (or user) is not this request's, whatever id it names.
     if (!waiting || waiting.session !== session) return false;
     waiting.deliver(message);
     return true;

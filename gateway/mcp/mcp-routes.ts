@@ -86,8 +86,9 @@ export function createMcpRouter(deps: McpRoutesDeps): Router {
     const agentSession = agentSessionOf(session, userId);
     const requests = parsed.filter(isJSONRPCRequest);
     if (requests.length === 0) {
-      // Answers and notifications only: each follow-up goes to its request, wherever it runs.
-      await Promise.all(parsed.filter(isFollowUp).map((message) => deps.relay.route(session, message)));
+      // Answers and notifications only: each follow-up goes to its request, wherever it runs. Keyed
+      // by the agent session, they reach only requests of the same MCP session and the same user.
+      await Promise.all(parsed.filter(isFollowUp).map((message) => deps.relay.route(agentSession, message)));
       res.status(202).end();
       return;
     }
@@ -103,7 +104,7 @@ export function createMcpRouter(deps: McpRoutesDeps): Router {
     // The transport reports what it answers itself (a bad Accept header, an invalid message): nothing to log.
     server.onerror = () => undefined;
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
-    const detach = deps.relay.attach(transport, session, requests.map((request) => request.id));
+    const detach = deps.relay.attach(transport, agentSession, requests.map((request) => request.id));
     res.on('close', () => {
       detach();
       void server.close();
