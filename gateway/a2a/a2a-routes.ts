@@ -1,6 +1,8 @@
 import express, { Router, type ErrorRequestHandler, type Request, type RequestHandler, type Response } from 'express';
 import type { User } from '@a2a-js/sdk/server';
-import { agentCardHandler, jsonRpcHandler } from '@a2a-js/sdk/server/express';
+import { AgentCard, A2A_VERSION_HEADER } from '@a2a-js/sdk';
+import { legacyAgentCardRouter } from '@a2a-js/sdk/compat/v0_3/server/express';
+import { jsonRpcHandler } from '@a2a-js/sdk/server/express';
 import { isServiceError } from '../../runtime/service-error.js';
 import { userOf } from '../http/acting-user.js';
 import { holdToTextRules } from '../http/text-rules.js';
@@ -15,6 +17,9 @@ export type A2ARoutesDeps = Omit<A2AHandlerDeps, 'card'> & {
   /** `memory.user_id`: the acting user when neither a key nor X-User-ID names one. */
   defaultUserId: string;
 };
+
+/** How long a client may keep the card (it lists the tools, which change as their servers connect). */
+const CARD_MAX_AGE_S = 300;
 
 /** JSON-RPC error codes of the requests refused before the SDK's transport reads them. */
 const PARSE_ERROR = -32700;
@@ -42,8 +47,19 @@ export function createA2ARoutes(deps: A2ARoutesDeps): { card: RequestHandler; rp
   const handler = new A2AHandler({ ...deps, card: () => agentCardOf(deps.cardSource, '') });
   const card: RequestHandler = (req, res, next) => {
     // The card names the endpoint as the client reached it (behind a proxy, as `trust proxy` lets Express see it).
-    const served = agentCardHandler({ agentCardProvider: () => Promise.resolve(agentCardOf(deps.cardSource, baseUrlOf(req))), legacyCompat: { enabled: true } });
-    served(req, res, next);
+    const cardHere = agentCardOf(deps.cardSource, baseUrlOf(req));
+    // A 0.3 client (or one naming no version) gets the SDK's 0.3 translation; the others the 1.0 card.
+    const legacy = legacyAgentCardRouter({ agentCardProvider: () => Promise.resolve(cardHere), cache: { maxAge: CARD_MAX_AGE_S } });
+    // It passes a request of another version on (`next('router')`, which reaches here as no error).
+    void legacy(req, res, (error?: unknown) => {
+      if (error && error !== 'router') {
+        next(error);
+        return;
+      }
+      // Its JSON form, as the specification gives it (the SDK's own 1.0 card handler sends the
+      // in-memory form, whose security schemes no client reads: `{ scheme: { $case, value } }`).
+      res.set('Cache-Control', `public, max-age=${CARD_MAX_AGE_S}`).append('Vary', A2A_VERSION_HEADER).json(AgentCard.toJSON(cardHere));
+    });
   };
   const rpc = Router();
   rpc.use(express.json({ limit: deps.bodyLimit, type: () => true, strict: false }), bodyErrors);
