@@ -51,7 +51,9 @@ export function taskOf(record: ResponseRecord, words: ApprovalWords, historyLeng
   const answer = answerTextOf(body);
   // While the turn runs its body holds the text so far, which a stream shows as it comes.
   const artifacts = isSettledState(state) && answer !== '' ? [answerArtifact(answer)] : [];
-  const history = userMessagesOf(record).slice(historyLength === undefined ? 0 : -historyLength || Infinity);
+  const messages = userMessagesOf(record);
+  // The newest `historyLength` messages (none for 0); all when the client sets no limit.
+  const history = historyLength === undefined ? messages : messages.slice(Math.max(0, messages.length - historyLength));
   return { id: record.id, contextId: record.sessionId, status: statusOf(record, words), artifacts, history, metadata: undefined };
 }
 
