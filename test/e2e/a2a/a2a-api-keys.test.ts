@@ -44,4 +44,17 @@ describe('the A2A server with API keys', function () {
     );
     expect(error?.reason).to.equal('TASK_NOT_FOUND');
   });
+
+  it('does not let another user continue a user’s context', async () => {
+    const alice = await a2aClient(harness.service.url, 'alice-key');
+    const task = asTask(await alice.sendMessage(sendRequest(userMessage('a secret of alice'))));
+    const admin = await a2aClient(harness.service.url, 'admin-key');
+    const error = await admin.sendMessage(sendRequest(userMessage('what did she say? [[echo-context]]', { contextId: task.contextId }))).then(
+      () => undefined,
+      (caught: { reason?: string }) => caught,
+    );
+    expect(error?.reason).to.equal('TASK_NOT_FOUND');
+    const rows = await harness.service.database.db.selectFrom('responses').select('user_id').where('session_id', '=', task.contextId).execute();
+    expect(rows.map((row) => row.user_id)).to.deep.equal(['alice']);
+  });
 });

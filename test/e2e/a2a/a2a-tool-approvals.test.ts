@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { TaskState } from '@a2a-js/sdk';
+import { TaskState, type StreamResponse } from '@a2a-js/sdk';
 import type { Client } from '@a2a-js/sdk/client';
 import { useEverythingService } from '../../support/everything-service.js';
 import { a2aClient, answerOf, asTask, sendRequest, statusText, userMessage } from '../../support/a2a-client.js';
@@ -34,6 +34,17 @@ describe('tool approvals over A2A (require_approval: always)', function () {
     expect(answered.status!.state).to.equal(TaskState.TASK_STATE_COMPLETED);
     expect(answerOf(answered)).to.match(/^Tool result: .*\b5\b/);
     expect(service.toolCalls.map(({ tool }) => tool)).to.deep.equal(['get-sum']);
+  });
+
+  it('streams the task to input-required, with the question as its last status message', async () => {
+    const events: StreamResponse[] = [];
+    for await (const event of client.sendMessageStream(sendRequest(userMessage(SUM_REQUEST)))) events.push(event);
+    const last = events.at(-1)!.payload;
+    expect(last?.$case).to.equal('statusUpdate');
+    if (last?.$case !== 'statusUpdate') return;
+    expect(last.value.status!.state).to.equal(TaskState.TASK_STATE_INPUT_REQUIRED);
+    expect(statusText(last.value)).to.equal(QUESTION);
+    expect(service.toolCalls).to.deep.equal([]);
   });
 
   it('runs nothing when the answer is no, and the task completes with the agent’s reply to the refusal', async () => {
