@@ -58,8 +58,10 @@ export class A2AHandler implements A2ARequestHandler {
     return a2aErrors(async () => {
       const record = await this.start(params, context);
       if (params.configuration?.returnImmediately) return taskOf(record, this.deps.approvalWords);
-      const gone = new AbortController();
-      for await (const _event of storedEventsOf(this.deps, record.id, PAST_EVERY_EVENT, gone.signal));
+      const gone = callerOf(context).gone;
+      for await (const _event of storedEventsOf(this.deps, record.id, PAST_EVERY_EVENT, gone));
+      // A client that went away is not answered; its task runs on.
+      if (gone.aborted) return taskOf(record, this.deps.approvalWords);
       return taskOf(await this.own(context, record.id), this.deps.approvalWords, params.configuration?.historyLength);
     });
   }
@@ -138,7 +140,7 @@ export class A2AHandler implements A2ARequestHandler {
       body: { model: 'svc-agent', input: text, background: true, store: true },
       userId,
       continuation,
-      requestId: (context.user as { requestId?: string } | undefined)?.requestId,
+      requestId: callerOf(context).requestId,
     });
     return { id: begun.id, userId, sessionId: begun.sessionId, previousResponseId: null, historyHash: '', body: begun.queued as ResponseBody, input: [{ id: message.messageId, type: 'message', role: 'user', content: text }], createdAt: new Date() };
   }
@@ -177,38 +179,43 @@ export class A2AHandler implements A2ARequestHandler {
    * from the stored response once it ended.
    */
   private async *follow(started: Pick<ResponseRecord, 'id' | 'sessionId'>, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
-    const gone = new AbortController();
+    const gone = callerOf(context).gone;
     let written = false;
     // The message items begun, and the one the last piece was of.
     let round = 0;
     let pieceRound = 0;
-    try {
-      for await (const event of storedEventsOf(this.deps, started.id, -1, gone.signal)) {
-        if (!event) continue;
-        const data = JSON.parse(event.data) as { delta?: string; item?: { type?: string } };
-        if (event.type === 'response.in_progress') yield statusUpdate(started, { state: TaskState.TASK_STATE_WORKING, message: undefined, timestamp: new Date().toISOString() });
-        if (event.type === 'response.output_item.added' && data.item?.type === 'message') round++;
-        if (event.type === 'response.output_text.delta' && data.delta) {
-          // A later round's text is a message of its own: the answer separates it as its whole text does.
-          const piece = written && round !== pieceRound ? `${ROUND_SEPARATOR}${data.delta}` : data.delta;
-          pieceRound = round;
-          yield answerPiece(started, piece, written);
-          written = true;
-        }
+    for await (const event of storedEventsOf(this.deps, started.id, -1, gone)) {
+      if (!event) continue;
+      const data = JSON.parse(event.data) as { delta?: string; item?: { type?: string } };
+      if (event.type === 'response.in_progress') yield statusUpdate(started, { state: TaskState.TASK_STATE_WORKING, message: undefined, timestamp: new Date().toISOString() });
+      if (event.type === 'response.output_item.added' && data.item?.type === 'message') round++;
+      if (event.type === 'response.output_text.delta' && data.delta) {
+        // A later round's text is a message of its own: the answer separates it as its whole text does.
+        const piece = written && round !== pieceRound ? `${ROUND_SEPARATOR}${data.delta}` : data.delta;
+        pieceRound = round;
+        yield answerPiece(started, piece, written);
+        written = true;
       }
-    } finally {
-      gone.abort();
     }
+    if (gone.aborted) return;
     const ended = await a2aErrors(() => this.own(context, started.id));
     yield statusUpdate(started, statusOf(ended, this.deps.approvalWords));
   }
 }
 
-/** The acting user the JSON-RPC route put on the call (see `a2a-routes`). */
+/** What the JSON-RPC route puts on each call's user (see `ActingUser` in `a2a-routes`). */
+type Caller = { userName: string; requestId: string | undefined; gone: AbortSignal };
+
+/** The caller the JSON-RPC route put on the call. */
+function callerOf(context: ServerCallContext): Caller {
+  const user = context.user as Partial<Caller> | undefined;
+  if (!user?.userName || !user.gone) throw new A2AError('no acting user on the call');
+  return user as Caller;
+}
+
+/** The acting user of a call. */
 function userIdOf(context: ServerCallContext): string {
-  const name = context.user?.userName;
-  if (!name) throw new A2AError('no acting user on the call');
-  return name;
+  return callerOf(context).userName;
 }
 
 /**

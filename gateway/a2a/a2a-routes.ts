@@ -25,11 +25,13 @@ const CARD_MAX_AGE_S = 300;
 const PARSE_ERROR = -32700;
 const INVALID_REQUEST = -32600;
 
-/** The caller of an A2A call: the acting user (by the API key, else X-User-ID, else the default), and the request's id. */
+/** The caller of an A2A call: the acting user (by the API key, else X-User-ID, else the default), the request's id, and whether its client went away. */
 export class ActingUser implements User {
   constructor(
     readonly userName: string,
     readonly requestId: string | undefined,
+    /** Aborts when the client's connection closes: a wait or a stream for it ends (the task runs on). */
+    readonly gone: AbortSignal,
   ) {}
 
   get isAuthenticated(): boolean {
@@ -66,7 +68,9 @@ export function createA2ARoutes(deps: A2ARoutesDeps): { card: RequestHandler; rp
   rpc.use(asRpcErrors(holdToTextRules));
   rpc.use(
     asRpcErrors((req, res, next) => {
-      res.locals.a2aUser = new ActingUser(userOf(req, res, deps.defaultUserId), res.locals.requestId as string | undefined);
+      const gone = new AbortController();
+      res.on('close', () => gone.abort());
+      res.locals.a2aUser = new ActingUser(userOf(req, res, deps.defaultUserId), res.locals.requestId as string | undefined, gone.signal);
       next();
     }),
   );

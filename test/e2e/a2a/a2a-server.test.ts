@@ -130,6 +130,27 @@ describe('the A2A server', function () {
     });
   });
 
+  describe('a client that goes away', () => {
+    it('leaves its streamed task running: it completes with the whole answer', async () => {
+      const gone = new AbortController();
+      let taskId = '';
+      try {
+        for await (const event of client.sendMessageStream(sendRequest(userMessage(slowInput(40))), { signal: gone.signal })) {
+          if (event.payload?.$case === 'task') taskId = event.payload.value.id;
+          if (event.payload?.$case === 'artifactUpdate') gone.abort();
+        }
+      } catch (error) {
+        if (!gone.signal.aborted) throw error;
+      }
+      expect(taskId).to.match(/^resp_/);
+      const done = await waitFor(async () => {
+        const task = await client.getTask({ tenant: '', id: taskId });
+        return task.status!.state === TaskState.TASK_STATE_COMPLETED ? task : undefined;
+      }, 'the task to complete');
+      expect(answerOf(done)).to.equal(`Echo: ${slowInput(40)}`);
+    });
+  });
+
   describe('CancelTask', () => {
     it('cancels a running task: it ends canceled, as GetTask then shows it', async () => {
       const submitted = asTask(await client.sendMessage(sendRequest(userMessage('wait for it [[hang]]'), true)));
