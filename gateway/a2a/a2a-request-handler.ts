@@ -45,6 +45,7 @@ const PAST_EVERY_EVENT = 2_147_483_647;
 export class A2AHandler implements A2ARequestHandler {
   constructor(private readonly deps: A2AHandlerDeps) {}
 
+  /** The card the transport checks a call's `A2A-Version` against (the served card names the endpoint's URL; see `a2a-routes`). */
   getAgentCard(): Promise<AgentCard> {
     return Promise.resolve(this.deps.card());
   }
@@ -73,6 +74,7 @@ export class A2AHandler implements A2ARequestHandler {
     yield* this.follow(record, context);
   }
 
+  /** A user's task as its response stands, from any process. */
   async getTask(params: { id: string; historyLength?: number | undefined }, context: ServerCallContext): Promise<Task> {
     return a2aErrors(async () => {
       let record = await this.own(context, params.id);
