@@ -52,6 +52,21 @@ const RUN_STOPPED_MESSAGE = 'the service stopped before this response finished';
  * not the client stays. It ends `completed`, `failed` or `cancelled`, never stays running.
  */
 export async function startBackgroundResponse(deps: BackgroundResponseDeps, background: BackgroundRequest, res: Response): Promise<void> {
+  const { queued, queuedText, sessionId } = await beginBackgroundResponse(deps, background);
+  // The session is known from the start (a background turn never forks: it names its session).
+  res.set('X-Session-ID', sessionId);
+  if (background.request.stream) await streamStoredResponse(deps, background.frame.id, queued, -1, res);
+  else sendJsonText(res, queuedText.json);
+}
+
+/** A background response as it was stored when it started: `queued`, in its session. */
+export type BegunResponse = { queued: Record<string, unknown>; queuedText: ResponseBodyText; sessionId: string };
+
+/**
+ * Stores a background response `queued` with its first events and its run, and starts its turn
+ * in this process (see `startBackgroundResponse`, and the A2A tasks, which are such responses).
+ */
+export async function beginBackgroundResponse(deps: BackgroundResponseDeps, background: BackgroundRequest): Promise<BegunResponse> {
   const { request, userId, frame, continuation } = background;
   if (request.store === false) {
     throw new ServiceError('INVALID_REQUEST', 'a background response is stored: store cannot be false with background', { param: 'store' });
@@ -83,11 +98,8 @@ export async function startBackgroundResponse(deps: BackgroundResponseDeps, back
     throw error;
   }
   const stream = events;
-  // The session is known from the start (a background turn never forks: it names its session).
-  res.set('X-Session-ID', sessionId);
   deps.runs.run(frame.id, (signal) => runInBackground(deps, background, sessionId, stream, log, signal).finally(release));
-  if (request.stream) await streamStoredResponse(deps, frame.id, queued, -1, res);
-  else sendJsonText(res, queuedText.json);
+  return { queued, queuedText, sessionId };
 }
 
 /**

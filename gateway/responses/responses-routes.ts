@@ -15,7 +15,15 @@ import { toServiceError } from '../http/error-handler.js';
 import { continuationFor, ownResponse, type Continuation } from './responses-history.js';
 import { approvalAnswersOf, clientToolsOf, inputItemRecords, inputMessages, parseResponsesRequest, type ResponsesRequest } from './responses-request.js';
 import { unixNow } from '../chat/completion-format.js';
-import { cancelResponse, resumeBackgroundResponse, startBackgroundResponse, type BackgroundRequest, type BackgroundResponseDeps } from './responses-background.js';
+import {
+  beginBackgroundResponse,
+  cancelResponse,
+  resumeBackgroundResponse,
+  startBackgroundResponse,
+  type BackgroundRequest,
+  type BackgroundResponseDeps,
+  type BegunResponse,
+} from './responses-background.js';
 import { streamStoredResponse } from './stored-response-stream.js';
 import type { UsageLimiter } from '../http/usage-limits.js';
 import type { IdempotencyKeys } from '../../runtime/idempotency/idempotency-keys.js';
@@ -40,7 +48,7 @@ export type ResponsesRouterDeps = BackgroundResponseDeps & {
  * `create` (`POST /v1/responses`) is mounted on the app itself, as chat completions is, so a
  * turn passes no nested router; the other routes are `router`'s.
  */
-export function createResponsesRoutes(deps: ResponsesRouterDeps): { create: RequestHandler; router: Router } {
+export function createResponsesRoutes(deps: ResponsesRouterDeps): { create: RequestHandler; router: Router; startBackground: StartBackground } {
   const router = Router();
   // A background response whose process stopped is continued here from its stored request.
   deps.runs.onTakeOver((run) => void takeOver(deps, run).catch((error: Error) => deps.onError(error)));
@@ -103,8 +111,27 @@ export function createResponsesRoutes(deps: ResponsesRouterDeps): { create: Requ
     res.json({ id, object: 'response', deleted: true });
   });
 
-  return { create, router };
+  const startBackground: StartBackground = async ({ body, userId, continuation, requestId }) => {
+    const request = parseResponsesRequest(body, { maxMessages: deps.maxMessages });
+    const frame: ResponseFrame = { id: newItemId('resp'), createdAt: unixNow(), request, store: true, background: true };
+    const origin = { requestId, retried: false, hasOwnResume: false };
+    const begun = await beginBackgroundResponse(deps, backgroundRequestOf(deps, { request, requestText: JSON.stringify(body), userId, frame, continuation }, origin));
+    return { id: frame.id, ...begun };
+  };
+
+  return { create, router, startBackground };
 }
+
+/**
+ * Starts a background response from a Responses request `body` (it must ask for `background`),
+ * continuing `continuation`; for the protocols that run their tasks as background responses (A2A).
+ */
+export type StartBackground = (started: {
+  body: Record<string, unknown>;
+  userId: string;
+  continuation: Continuation | undefined;
+  requestId: string | undefined;
+}) => Promise<BegunResponse & { id: string }>;
 
 /** A background response as its turn runs it: the request, and how its session turn is made from a continuation. */
 function backgroundRequestOf(

@@ -16,6 +16,7 @@ import { createModelsRouter } from '../operations/models-route.js';
 import { createRequestLogging } from '../http/request-logging.js';
 import { createRequestMetrics } from '../http/request-metrics.js';
 import { holdToTextRules } from '../http/text-rules.js';
+import { A2A_PATH, AGENT_CARD_PATH } from '../a2a/agent-card.js';
 import type { UsageLimiter } from '../http/usage-limits.js';
 
 /** What the HTTP app is built from. */
@@ -56,6 +57,8 @@ export type AppDeps = {
   inspectRouter: Router;
   /** `/mcp`, the agent as an MCP server (it reads its own body, to answer a bad one in JSON-RPC). */
   mcpRouter: Router;
+  /** The A2A server: the public agent card, and the JSON-RPC endpoint (at `A2A_PATH`). */
+  a2a: { card: RequestHandler; rpc: Router };
 };
 
 /** Builds the Express app: routes, JSON parsing with a size limit, and the one error mapping. */
@@ -75,10 +78,14 @@ export function createApp(deps: AppDeps): Express {
   // Before the key check: a browser cannot send a key when it loads a page. Mounted on its
   // path, so the other requests pass one layer here, not each of its routes.
   app.use('/inspect', deps.inspectRouter);
+  // Public, as the A2A specification requires: it says which credential the endpoint needs.
+  app.use(AGENT_CARD_PATH, deps.a2a.card);
   // Before the body is read: an unauthenticated request costs no parsing.
   app.use(deps.apiKeys.authenticate);
-  // Behind the key like every route; before the JSON parser, whose errors are not JSON-RPC's.
+  // The protocols' endpoints sit behind the key like every route, and read their own bodies
+  // (before the JSON parser, whose errors are not JSON-RPC's).
   app.use(deps.mcpRouter);
+  app.use(A2A_PATH, deps.a2a.rpc);
   // Any content type is read as JSON: curl without -H still works.
   app.use(express.json({ limit: deps.bodyLimit, type: () => true, strict: false }));
   // Right after the body is read, before any route: what reaches the database or the model keeps one rule.

@@ -26,6 +26,7 @@ import { BackgroundRuns } from '../../runtime/responses/background-runs.js';
 import { IdempotencyKeys } from '../../runtime/idempotency/idempotency-keys.js';
 import { newHolderId } from '../../runtime/sessions/process-identity.js';
 import { createResponsesRoutes } from '../responses/responses-routes.js';
+import { createA2ARoutes } from '../a2a/a2a-routes.js';
 import { createConversationsRouter } from '../conversations/conversations-routes.js';
 import { createApiKeyGuard } from '../http/api-keys.js';
 import { createApp } from './app.js';
@@ -273,6 +274,33 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     temperature: config.llm.temperature,
     maxTokens: config.llm.max_tokens,
   };
+  const responses = createResponsesRoutes({
+    supervisor,
+    responses: stores.responses,
+    background: stores.backgroundResponses,
+    runs: backgroundRuns,
+    onError: (error) => logger.warn(`background response: ${error.message}`),
+    sessions: stores.sessions,
+    limiter,
+    defaults,
+    maxMessages: config.app.max_messages,
+    idempotencyKeys,
+  });
+  // A2A tasks are background responses, started and read as the Responses API's are.
+  const a2a = createA2ARoutes({
+    supervisor,
+    responses: stores.responses,
+    background: stores.backgroundResponses,
+    runs: backgroundRuns,
+    onError: (error) => logger.warn(`A2A task: ${error.message}`),
+    sessions: stores.sessions,
+    limiter,
+    startBackground: responses.startBackground,
+    approvalWords: supervisorSettingsOf(config).approvalWords,
+    cardSource: { graph, tools: () => tools.definitions(), needsKey: apiKeys.enabled },
+    bodyLimit: config.app.body_limit,
+    defaultUserId: defaults.userId,
+  });
   const app = createApp({
     supervisor,
     logger,
@@ -302,18 +330,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     limiter,
     defaults,
     idempotencyKeys,
-    responses: createResponsesRoutes({
-      supervisor,
-      responses: stores.responses,
-      background: stores.backgroundResponses,
-      runs: backgroundRuns,
-      onError: (error) => logger.warn(`background response: ${error.message}`),
-      sessions: stores.sessions,
-      limiter,
-      defaults,
-      maxMessages: config.app.max_messages,
-      idempotencyKeys,
-    }),
+    responses,
     conversationsRouter: createConversationsRouter({
       supervisor,
       sessions: stores.sessions,
@@ -344,6 +361,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
       deletion: { supervisor, sessions: stores.sessions, conversations: stores.conversations, memories: stores.memories, calls, steps: stores.turnSteps },
       bodyLimit: config.app.body_limit,
     }),
+    a2a,
   });
   // Responses left running by a process that stopped are taken over now (the routes know how to
   // continue them), not at the first sweep; on the embedded database, which one process opens at
