@@ -2,6 +2,8 @@ import type { Server } from 'node:http';
 import type { AddressInfo, ListenOptions } from 'node:net';
 import type { Logger } from 'winston';
 import { ConfigError, type AppConfig } from '../../config/load-config.js';
+import { tracingSettingsOf } from '../../config/tracing-settings.js';
+import { startTracing } from '../../runtime/observability/start-tracing.js';
 import { loadGraph } from '../../config/load-graph.js';
 import { formatWarning } from '../../machines/index.js';
 import { DurableWriter } from '../../runtime/sessions/durable-writer.js';
@@ -48,6 +50,9 @@ import { createOAuthSetup, type OAuthSetup } from '../auth/oauth-setup.js';
 
 /** At shutdown, how long cancelled turns may take to store how they ended. */
 const CANCELLED_TURNS_WAIT_MS = 5_000;
+
+/** At shutdown, how long the spans still queued may take to reach the collector. */
+const TRACING_SHUTDOWN_MS = 5_000;
 
 /** A running service. */
 export type RunningService = {
@@ -185,7 +190,11 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     { perSession: config.inspect.recent_calls_per_session, total: config.inspect.recent_calls },
     config.inspect.store_calls ? createCallRepository(database.db) : undefined,
   );
+  // Tracing on (an OTLP endpoint set): the SDK is loaded now; off, never.
+  const tracingSettings = tracingSettingsOf(config);
+  const tracing = tracingSettings ? await startTracing(tracingSettings) : undefined;
   const supervisor = new RequestSupervisor({
+    tracing,
     calls,
     leases,
     inspect: inspector?.inspect,
@@ -262,6 +271,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     maxTokens: config.llm.max_tokens,
   };
   const app = createApp({
+    tracing,
     supervisor,
     logger,
     toolStatus: () => tools.status(),
@@ -362,6 +372,8 @@ export async function startService(config: AppConfig, logger: Logger, options: S
       writer.close();
       stopLogging();
       metrics?.close();
+      // The last spans (the cut requests', the cancelled turns') are sent, within a bound.
+      await tracing?.shutdown(TRACING_SHUTDOWN_MS);
       await database.close();
     })());
 
