@@ -261,10 +261,14 @@ function usageAttributes(usage: Usage): Attributes {
   };
 }
 
-/** `error.type` of a failure: its code when it has one (`context_length_exceeded`), else its class's name. */
+/**
+ * `error.type` of a failure: its code when it has one (`context_length_exceeded`), the HTTP status
+ * the server answered (`503`, as the HTTP conventions give it), else its class's name.
+ */
 function errorTypeOf(error: unknown): string {
-  const code = (error as { code?: unknown } | null)?.code;
+  const { code, status } = (error ?? {}) as { code?: unknown; status?: unknown };
   if (typeof code === 'string' && code !== '') return code;
+  if (typeof status === 'number') return String(status);
   return error instanceof Error ? error.name : '_OTHER';
 }
 

@@ -223,6 +223,23 @@ describe('OpenTelemetry traces', function () {
       expect(stored.map((row) => row.trace_id)).to.deep.equal([INCOMING_TRACE, INCOMING_TRACE, INCOMING_TRACE]);
     });
 
+    it('marks the LLM call, the turn and not the request failed, with error.type, when the LLM server fails', async () => {
+      const { response } = await harness.client.chat.completions.create({ model: 'test-model', messages: [{ role: 'user', content: 'Fail [[error:400]]' }] }).withResponse();
+      const failedRequest = response.headers.get('x-request-id')!;
+      const requestLine = await waitFor(() => logs.find((line) => line.requestId === failedRequest && String(line.message).startsWith('POST ')), 'the request line');
+      const traceId = requestLine.trace_id as string;
+      const trace = await waitFor(() => {
+        const found = receiver.spans.filter((span) => span.traceId === traceId);
+        return found.length >= 3 ? found : undefined;
+      }, 'the spans of the failed turn');
+      const chat = trace.find((span) => span.kind === KIND.CLIENT)!;
+      expect(chat.status.code).to.equal(2);
+      expect(chat.attributes['error.type']).to.equal('400');
+      expect(trace.find((span) => span.name.startsWith('invoke_agent'))!.status.code).to.equal(2);
+      // The failure is the reply's text (llm.failure_mode: reply): the request succeeded.
+      expect(trace.find((span) => span.kind === KIND.SERVER)!.status.code).to.equal(0);
+    });
+
     it('loads the SDK when tracing is on (so the check that it is not loaded when off can fail)', () => {
       const loaded = Object.keys(createRequire(import.meta.url).cache);
       expect(loaded.some((path) => path.includes('/node_modules/@opentelemetry/sdk-trace-base/'))).to.equal(true);
