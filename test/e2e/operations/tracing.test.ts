@@ -301,6 +301,39 @@ describe('OpenTelemetry traces', function () {
     });
   });
 
+  describe('when the service closes', () => {
+    it('sends the spans still queued, without waiting for the next batch', async () => {
+      const receiver = await startOtlpReceiver();
+      try {
+        // A batch every minute: only the flush at close sends the turn's spans within the test.
+        const harness = await startTestService({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: '60000' } });
+        await harness.client.chat.completions.create({ model: 'test-model', messages: [{ role: 'user', content: 'Hello' }] });
+        expect(receiver.spans).to.deep.equal([]);
+        await harness.close();
+        expect(receiver.spans.map((span) => span.kind).sort()).to.deep.equal([KIND.INTERNAL, KIND.SERVER, KIND.CLIENT].sort());
+      } finally {
+        await receiver.close();
+      }
+    });
+
+    it('closes within its bound when the collector takes the export and never answers', async () => {
+      const silent = createServer(() => undefined);
+      await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+      try {
+        const url = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+        const harness = await startTestService({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: url, OTEL_BSP_SCHEDULE_DELAY: '60000', OTEL_EXPORTER_OTLP_TIMEOUT: '60000' } });
+        await harness.client.chat.completions.create({ model: 'test-model', messages: [{ role: 'user', content: 'Hello' }] });
+        const started = performance.now();
+        await harness.close();
+        // The flush is given 5 s (TRACING_SHUTDOWN_MS), the export 60 s; the rest of the close takes milliseconds.
+        expect(performance.now() - started).to.be.within(4_900, 10_000);
+      } finally {
+        silent.closeAllConnections();
+        await new Promise((resolve) => silent.close(resolve));
+      }
+    });
+  });
+
   describe('with tracing off', () => {
     it('loads no OpenTelemetry module, sends nothing and adds no traceparent when OTEL_TRACES_EXPORTER=none', async () => {
       const receiver = await startOtlpReceiver();
