@@ -192,7 +192,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
   );
   // Tracing on (an OTLP endpoint set): the SDK is loaded now; off, never.
   const tracingSettings = tracingSettingsOf(config);
-  const tracing = tracingSettings ? await startTracing(tracingSettings) : undefined;
+  const tracing = tracingSettings ? await startTracing(tracingSettings, (message) => logger.warn(`tracing: spans may not have been sent: ${message}`)) : undefined;
   const supervisor = new RequestSupervisor({
     tracing,
     calls,

@@ -1,4 +1,4 @@
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { diag, DiagLogLevel, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter as JsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as ProtobufTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
@@ -24,7 +24,8 @@ import type { LlmSpan, RequestSpan, ToolSpan, TracedEnd, TracedSpan, TraceIds, T
  * global one, so that two services in one process, as in tests, keep theirs apart), a batch
  * processor and the OTLP/HTTP exporter of the configured protocol. Imported only when tracing is on.
  */
-export function createOtelTracing(settings: TracingSettings): Tracing {
+export function createOtelTracing(settings: TracingSettings, onError: (message: string) => void): Tracing {
+  reportSdkErrors(onError);
   const exporterSettings = { url: settings.url, headers: settings.headers, timeoutMillis: settings.timeoutMs };
   const exporter = settings.protocol === 'http/json' ? new JsonTraceExporter(exporterSettings) : new ProtobufTraceExporter(exporterSettings);
   const provider = new BasicTracerProvider({
@@ -34,6 +35,45 @@ export function createOtelTracing(settings: TracingSettings): Tracing {
     spanProcessors: [new BatchSpanProcessor(exporter, settings.batch)],
   });
   return new OtelTracing(provider, provider.getTracer('svc-agent'), settings);
+}
+
+/** How often at most the SDK's errors are reported: a collector that is down fails every batch. */
+const ERROR_REPORT_INTERVAL_MS = 60_000;
+
+/**
+ * Sends the SDK's warnings and errors (failed exports above all) to `onError`, the first at once,
+ * then at most one a minute, with how many were left out. The SDK reports them through the API's
+ * one diagnostic logger (process-wide: the last service started in a process sets it).
+ */
+function reportSdkErrors(onError: (message: string) => void): void {
+  let last = Number.NEGATIVE_INFINITY;
+  let skipped = 0;
+  const report = (message: unknown, ...args: unknown[]) => {
+    const now = performance.now();
+    if (now - last < ERROR_REPORT_INTERVAL_MS) {
+      skipped += 1;
+      return;
+    }
+    last = now;
+    const text = [message, ...args].map(diagnosticText).join(' ');
+    onError(`${text}${skipped > 0 ? ` (and ${skipped} more since the last report)` : ''}`);
+    skipped = 0;
+  };
+  const quiet = () => undefined;
+  diag.setLogger({ error: report, warn: report, info: quiet, debug: quiet, verbose: quiet }, { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true });
+}
+
+/** A diagnostic's part as text: the SDK hands an export's failure over as the error's properties in JSON (stack included); its message is enough. */
+function diagnosticText(part: unknown): string {
+  if (part instanceof Error) return part.message;
+  if (typeof part !== 'string') return JSON.stringify(part) ?? String(part);
+  if (!part.startsWith('{')) return part;
+  try {
+    const parsed = JSON.parse(part) as { message?: unknown };
+    return typeof parsed.message === 'string' ? parsed.message : part;
+  } catch {
+    return part;
+  }
 }
 
 /** `OTEL_TRACES_SAMPLER` and its argument, as the SDK would read them. */

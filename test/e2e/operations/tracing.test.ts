@@ -334,6 +334,26 @@ describe('OpenTelemetry traces', function () {
     });
   });
 
+  describe('when the collector is unreachable', () => {
+    it('answers the turn and logs a warning that the spans were not sent', async () => {
+      const logs: Record<string, unknown>[] = [];
+      const closed = createServer();
+      await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+      const url = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;
+      await new Promise((resolve) => closed.close(resolve));
+      const harness = await startTestService({ logger: capturingLogger(logs), env: { OTEL_EXPORTER_OTLP_ENDPOINT: url, OTEL_BSP_SCHEDULE_DELAY: '50', OTEL_EXPORTER_OTLP_TIMEOUT: '500' } });
+      try {
+        const completion = await harness.client.chat.completions.create({ model: 'test-model', messages: [{ role: 'user', content: 'Hello' }] });
+        expect(completion.choices[0]!.message.content).to.contain('Hello');
+        const warning = await waitFor(() => logs.find((line) => line.level === 'warn' && String(line.message).startsWith('tracing: ')), 'the warning');
+        expect(String(warning.message)).to.match(/^tracing: spans may not have been sent: .*ECONNREFUSED/);
+        expect(String(warning.message)).not.to.contain('    at ');
+      } finally {
+        await harness.close();
+      }
+    });
+  });
+
   describe('with tracing off', () => {
     it('loads no OpenTelemetry module, sends nothing and adds no traceparent when OTEL_TRACES_EXPORTER=none', async () => {
       const receiver = await startOtlpReceiver();
