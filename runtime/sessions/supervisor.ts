@@ -164,7 +164,7 @@ export class Supervisor {
     const { stored } = await this.stepsOf(abandoned);
     if (stored.size === 0) return false;
     const settings = TurnJournal.settingsOf(stored) ?? { params: next.params, system: nextSystem };
-    await this.continueAbandoned(abandoned, stored, settings, { userId: next.userId, requestId: next.requestId }, { signal });
+    await this.continueAbandoned(abandoned, stored, settings, { userId: next.userId, requestId: next.requestId, traceParent: next.traceParent }, { signal });
     return true;
   }
 
@@ -175,7 +175,7 @@ export class Supervisor {
   }
 
   /** Continues an abandoned turn from the steps its attempt stored (`stored`, read already), with `settings`. */
-  private async continueAbandoned(abandoned: TurnPlan, stored: Map<string, string>, settings: TurnSettings, by: Pick<TurnRequest, 'userId' | 'requestId'>, handlers: TurnHandlers): Promise<void> {
+  private async continueAbandoned(abandoned: TurnPlan, stored: Map<string, string>, settings: TurnSettings, by: Pick<TurnRequest, 'userId' | 'requestId' | 'traceParent'>, handlers: TurnHandlers): Promise<void> {
     const request: TurnRequest = { ...by, sessionHint: abandoned.session.sessionId, retried: true, messages: [], params: settings.params };
     await this.runner.run({ ...abandoned, steps: stored }, request, settings.system, handlers);
   }
