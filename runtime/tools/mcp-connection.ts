@@ -192,8 +192,9 @@ const META_TRACEPARENT = /"traceparent":"(00-[0-9a-f]{32}-[0-9a-f]{16}-0[01])"/y
  * The HTTP transport's fetch: a request whose JSON-RPC body carries a `traceparent` in its
  * `_meta` (a tool call, tracing on) sends it as the W3C header too, so an instrumented server
  * continues the trace. The SDK takes no headers per request, and its transport serves every
- * call of the connection, so the header is read from the request it is for. Without tracing
- * no body holds one, and this costs a string search.
+ * call of the connection, so the header is read from the request it is for (the last one in
+ * it: a call's arguments, which come first, may name one of their own). Without tracing this
+ * costs a string search per request.
  */
 function fetchWithTraceparent(url: string | URL, init?: RequestInit): Promise<Response> {
   const body = init?.body;
