@@ -223,15 +223,41 @@ describe('OpenTelemetry traces', function () {
       expect(stored.map((row) => row.trace_id)).to.deep.equal([INCOMING_TRACE, INCOMING_TRACE, INCOMING_TRACE]);
     });
 
+    /** The spans of the trace a request's log line names, once `count` are in. */
+    async function traceOfRequest(requestId: string, count: number): Promise<ReceivedSpan[]> {
+      const line = await waitFor(() => logs.find((entry) => entry.requestId === requestId && /^(POST|GET) /.test(String(entry.message))), 'the request line');
+      return waitFor(() => {
+        const found = receiver.spans.filter((span) => span.traceId === line.trace_id);
+        return found.length >= count ? found : undefined;
+      }, `the ${count} spans of the request`);
+    }
+
+    it('traces a streamed turn, its LLM call marked as streamed, the request span ending with the stream', async () => {
+      const { data: stream, response } = await harness.client.chat.completions.create({ model: 'test-model', stream: true, messages: [{ role: 'user', content: 'Stream it' }] }).withResponse();
+      let text = '';
+      for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
+      expect(text).to.contain('Stream it');
+      const trace = await traceOfRequest(response.headers.get('x-request-id')!, 3);
+      const chat = trace.find((span) => span.kind === KIND.CLIENT)!;
+      expect(chat.attributes).to.include({ 'gen_ai.request.stream': true });
+      expect(chat.attributes['gen_ai.response.finish_reasons']).to.deep.equal(['stop']);
+      expect(chat.attributes['gen_ai.usage.output_tokens']).to.be.a('number').above(0);
+      expect(trace.find((span) => span.kind === KIND.SERVER)!.attributes).to.include({ 'http.response.status_code': 200, 'http.route': '/v1/chat/completions' });
+    });
+
+    it('traces a Responses API turn the same way, under a span named by its route', async () => {
+      const { response } = await harness.client.responses.create({ model: 'test-model', input: 'Hello responses' }).withResponse();
+      const trace = await traceOfRequest(response.headers.get('x-request-id')!, 3);
+      const server = trace.find((span) => span.kind === KIND.SERVER)!;
+      expect(server.name).to.equal('POST /v1/responses');
+      const turn = trace.find((span) => span.name === 'invoke_agent traced-agent')!;
+      expect(turn.parentSpanId).to.equal(server.spanId);
+      expect(trace.find((span) => span.kind === KIND.CLIENT)!.parentSpanId).to.equal(turn.spanId);
+    });
+
     it('marks the LLM call, the turn and not the request failed, with error.type, when the LLM server fails', async () => {
       const { response } = await harness.client.chat.completions.create({ model: 'test-model', messages: [{ role: 'user', content: 'Fail [[error:400]]' }] }).withResponse();
-      const failedRequest = response.headers.get('x-request-id')!;
-      const requestLine = await waitFor(() => logs.find((line) => line.requestId === failedRequest && String(line.message).startsWith('POST ')), 'the request line');
-      const traceId = requestLine.trace_id as string;
-      const trace = await waitFor(() => {
-        const found = receiver.spans.filter((span) => span.traceId === traceId);
-        return found.length >= 3 ? found : undefined;
-      }, 'the spans of the failed turn');
+      const trace = await traceOfRequest(response.headers.get('x-request-id')!, 3);
       const chat = trace.find((span) => span.kind === KIND.CLIENT)!;
       expect(chat.status.code).to.equal(2);
       expect(chat.attributes['error.type']).to.equal('400');
