@@ -5,6 +5,7 @@ import { normaliseWord } from '../runtime/tools/approval-words.js';
 import { packageFile } from './package-files.js';
 import { McpServersSchema, type McpServerConfig } from './mcp-server-schema.js';
 import { configSchema, registerFormats, type ConfigValues } from './schema.js';
+import { tracesUrlOf } from './tracing-settings.js';
 
 /** The repository's default deployment file, used when CONFIG_FILE is not set. */
 export const DEFAULT_CONFIG_FILE = packageFile('config/default.yaml');
@@ -60,13 +61,29 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       `app.workers: ${properties.app.workers} workers need database.url (DB_URL): the embedded database serves one process only`,
     );
   }
+  const tracing = properties.tracing;
+  if (tracing.protocol === 'grpc' && tracesUrlOf(tracing) !== undefined) {
+    throw new ConfigError(
+      'tracing.protocol (OTEL_EXPORTER_OTLP_PROTOCOL): grpc is not supported (no gRPC exporter is installed); use http/protobuf or http/json, and the collector\'s OTLP/HTTP port (4318)',
+    );
+  }
   return { ...properties, mcp_servers: servers.data, config_file: configFile };
 }
 
-/** Environment names the schema does not map one-to-one: PORT stands in for APP_PORT. */
+/** OpenTelemetry's variables for traces alone, which win over the general ones. */
+const OTLP_TRACES_ALIASES = ['PROTOCOL', 'HEADERS', 'TIMEOUT'] as const;
+
+/**
+ * Environment names the schema does not map one-to-one: PORT stands in for APP_PORT;
+ * `OTEL_EXPORTER_OTLP_TRACES_<X>` for `OTEL_EXPORTER_OTLP_<X>`.
+ */
 function withAliases(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const environment = { ...env };
   if (!environment.APP_PORT && environment.PORT) environment.APP_PORT = environment.PORT;
+  for (const name of OTLP_TRACES_ALIASES) {
+    const traces = environment[`OTEL_EXPORTER_OTLP_TRACES_${name}`];
+    if (traces) environment[`OTEL_EXPORTER_OTLP_${name}`] = traces;
+  }
   return environment;
 }
 

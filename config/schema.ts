@@ -12,6 +12,20 @@ export function registerFormats(): void {
     },
   });
   convict.addFormat({
+    name: 'optional-http-url',
+    validate(value: unknown) {
+      if (value === '') return;
+      if (typeof value !== 'string' || !/^https?:\/\/[^\s/]+/.test(value) || !URL.canParse(value)) throw new Error('must be empty or an http(s) URL');
+    },
+  });
+  convict.addFormat({
+    name: 'ratio',
+    coerce: (value: unknown) => (typeof value === 'string' ? Number(value) : value),
+    validate(value: unknown) {
+      if (typeof value !== 'number' || !(value >= 0 && value <= 1)) throw new Error('must be a number from 0 to 1');
+    },
+  });
+  convict.addFormat({
     name: 'database-url',
     validate(value: unknown) {
       if (value === '') return;
@@ -144,6 +158,23 @@ export type ConfigValues = {
     max_backoff_ms: number;
     timeout_ms: number;
     poll_ms: number;
+  };
+  tracing: {
+    endpoint: string;
+    traces_endpoint: string;
+    protocol: 'http/protobuf' | 'http/json' | 'grpc';
+    headers: string;
+    timeout_ms: number;
+    exporter: 'otlp' | 'none';
+    sdk_disabled: boolean;
+    service_name: string;
+    sampler: 'always_on' | 'always_off' | 'traceidratio' | 'parentbased_always_on' | 'parentbased_always_off' | 'parentbased_traceidratio';
+    sampler_arg: number;
+    bsp_schedule_delay_ms: number;
+    bsp_export_timeout_ms: number;
+    bsp_max_queue_size: number;
+    bsp_max_export_batch_size: number;
+    capture_message_content: boolean;
   };
 };
 
@@ -473,5 +504,55 @@ export const configSchema: convict.Schema<ConfigValues> = {
     max_backoff_ms: { doc: 'Longest wait between two attempts of a delivery, in ms.', format: 'positive-int', default: 300_000, env: 'WEBHOOKS_MAX_BACKOFF_MS' },
     timeout_ms: { doc: 'Time-out of one delivery attempt, in ms.', format: 'positive-int', default: 10_000, env: 'WEBHOOKS_TIMEOUT_MS' },
     poll_ms: { doc: 'Interval at which pending deliveries are looked for, in ms.', format: 'positive-int', default: 500, env: 'WEBHOOKS_POLL_MS' },
+  },
+  // OpenTelemetry's own variables (https://opentelemetry.io/docs/specs/otel/configuration/sdk-environment-variables/):
+  // tracing is on when an OTLP endpoint is set, unless OTEL_TRACES_EXPORTER=none or OTEL_SDK_DISABLED=true.
+  tracing: {
+    endpoint: {
+      doc: 'OTLP/HTTP base URL of a trace collector (Jaeger, Tempo, an OpenTelemetry Collector: http://localhost:4318); traces go to its /v1/traces. Empty: tracing off (unless traces_endpoint is set).',
+      format: 'optional-http-url',
+      default: '',
+      env: 'OTEL_EXPORTER_OTLP_ENDPOINT',
+    },
+    traces_endpoint: {
+      doc: 'The full OTLP/HTTP URL traces are sent to, as is (e.g. Langfuse: https://cloud.langfuse.com/api/public/otel/v1/traces); wins over endpoint.',
+      format: 'optional-http-url',
+      default: '',
+      env: 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+    },
+    protocol: {
+      doc: 'How spans are sent: `http/protobuf` or `http/json` (`grpc` is refused: no gRPC exporter is installed; collectors take OTLP/HTTP on port 4318).',
+      format: ['http/protobuf', 'http/json', 'grpc'],
+      default: 'http/protobuf',
+      env: 'OTEL_EXPORTER_OTLP_PROTOCOL',
+    },
+    headers: {
+      doc: 'Headers sent with every export, as `name=value` pairs separated by commas, values URL-encoded (e.g. `Authorization=Basic%20…` for Langfuse).',
+      format: String,
+      default: '',
+      env: 'OTEL_EXPORTER_OTLP_HEADERS',
+      sensitive: true,
+    },
+    timeout_ms: { doc: 'Time-out of one export request, in ms.', format: 'positive-int', default: 10_000, env: 'OTEL_EXPORTER_OTLP_TIMEOUT' },
+    exporter: { doc: '`otlp`, or `none` to turn tracing off whatever the endpoint.', format: ['otlp', 'none'], default: 'otlp', env: 'OTEL_TRACES_EXPORTER' },
+    sdk_disabled: { doc: 'Turns tracing off whatever the endpoint.', format: Boolean, default: false, env: 'OTEL_SDK_DISABLED' },
+    service_name: { doc: 'The `service.name` of every span, and the agent name of turn spans.', format: String, default: 'svc-agent', env: 'OTEL_SERVICE_NAME' },
+    sampler: {
+      doc: 'Which traces are kept: `parentbased_always_on` (all, unless an incoming traceparent says not sampled), `parentbased_traceidratio` (a share, `sampler_arg`), `always_on`, `always_off`, `traceidratio`, `parentbased_always_off`.',
+      format: ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'],
+      default: 'parentbased_always_on',
+      env: 'OTEL_TRACES_SAMPLER',
+    },
+    sampler_arg: { doc: 'The share of traces the `traceidratio` samplers keep, from 0 to 1.', format: 'ratio', default: 1, env: 'OTEL_TRACES_SAMPLER_ARG' },
+    bsp_schedule_delay_ms: { doc: 'Spans are sent in batches at least this often, in ms.', format: 'positive-int', default: 5000, env: 'OTEL_BSP_SCHEDULE_DELAY' },
+    bsp_export_timeout_ms: { doc: 'Time-out of sending one batch of spans, in ms.', format: 'positive-int', default: 30_000, env: 'OTEL_BSP_EXPORT_TIMEOUT' },
+    bsp_max_queue_size: { doc: 'Spans waiting to be sent at most; more are dropped.', format: 'positive-int', default: 2048, env: 'OTEL_BSP_MAX_QUEUE_SIZE' },
+    bsp_max_export_batch_size: { doc: 'Spans in one export request at most.', format: 'positive-int', default: 512, env: 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE' },
+    capture_message_content: {
+      doc: 'Record the messages sent to and received from the LLM, the system instructions, and tool call arguments and results in the spans (they may hold personal data).',
+      format: Boolean,
+      default: false,
+      env: 'OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT',
+    },
   },
 };

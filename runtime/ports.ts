@@ -203,6 +203,9 @@ type CallBase = {
   turnId: string;
   /** The request id the service's log lines of the turn's HTTP request carry, to join a call and its log (absent in records stored before). */
   requestId?: string | null;
+  /** With tracing on, the trace the call belongs to and its own span (absent when off, unsampled, or stored before). */
+  traceId?: string | null;
+  spanId?: string | null;
   /** The graph state the call ran in. */
   state: string;
   startedAt: Date;

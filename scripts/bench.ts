@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { chatBodies } from './bench/chat-body.js';
 import { benchProcesses, freePort, startChild, type RunningChild } from './bench/child-process.js';
 import { addCleanup, runCleanups } from './bench/cleanup.js';
+import { startOtlpSink } from './bench/otlp-sink.js';
 import { compareSelfTime, readSelfTime, type SelfTimeComparison, type SelfTimeReport } from './bench/cpu-profile.js';
 import { averageCpu, postgresPids, waitForQuiet, watchCpu, type CpuUsage } from './bench/cpu-usage.js';
 import { jsonExchange, responsesExchange, responsesStreamExchange, runLoad, runLoadPhase, streamExchange, summariseLoad, type Exchange, type LoadPhase, type LoadResult } from './bench/load.js';
@@ -166,6 +167,8 @@ type ServiceStart = { target: 'pglite' | 'pg'; llmUrl: string; dbUrl: string; wo
 async function serviceRound(run: Run, { target, llmUrl, dbUrl, workers, round }: ServiceStart): Promise<MeasuredCell[]> {
   const port = await freePort();
   const roundSuffix = run.options.rounds > 1 ? `-r${round}` : '';
+  const traces = run.options.tracing ? await startOtlpSink() : undefined;
+  const unregisterSink = traces ? addCleanup(traces.close) : undefined;
   const profileDir = join(ROOT, 'bench-results', `profile-${run.stamp}-${target}${workers !== undefined ? `-w${workers}` : ''}${roundSuffix}`);
   const service = await startChild({
     name: `service ${target}${workers !== undefined ? ` ${workers}w` : ''}`,
@@ -187,6 +190,8 @@ async function serviceRound(run: Run, { target, llmUrl, dbUrl, workers, round }:
       // At info the service logs a line per request; at warn its ready line is not printed, so it is probed.
       LOG_LEVEL: 'warn',
       ...(run.options.toolTurns ? { CONFIG_FILE: await toolServerFile(run) } : {}),
+      // --tracing: every span kept and sent, in batches as often as the SDK's default (5 s).
+      ...(traces ? { OTEL_EXPORTER_OTLP_ENDPOINT: traces.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf', OTEL_TRACES_SAMPLER: 'always_on' } : {}),
     },
     ready: { probe: `http://127.0.0.1:${port}/v1/models` },
   });
@@ -199,6 +204,11 @@ async function serviceRound(run: Run, { target, llmUrl, dbUrl, workers, round }:
   await warmUp(run, target, service.url, apis, round, workers);
   const cells = await measureTarget(run, target, service.url, run.options.modes, apis, workers === undefined && run.options.stream, { workers, round });
   await stopChecked(run, service);
+  if (traces) {
+    unregisterSink?.();
+    await traces.close();
+    run.notes.push(`${service.name}${roundSuffix}: traced (--tracing), ${traces.exports} OTLP exports of ${(traces.bytes / 1e6).toFixed(1)} MB to the local sink`);
+  }
   if (run.options.profile) await rankProfile(run, profileDir, apis, cells);
   return cells;
 }

@@ -38,6 +38,7 @@ const SECTION_INTROS: Record<string, string> = {
   responses: 'The Responses API\'s background responses: how long the events of one are kept, so that its stream can be read again after it ended. See [api.md](api.md#background-responses).',
   mcp_servers: 'Tool servers, by name. They are set in the deployment file only: there is no environment variable. See [mcp-servers.md](mcp-servers.md).',
   webhooks: 'Which webhook targets are accepted and how deliveries are retried. See [api.md](api.md#webhooks).',
+  tracing: 'OpenTelemetry traces, read from OpenTelemetry\'s own variables: off unless an OTLP endpoint is set (then a span per request, turn, LLM call and tool call, with the GenAI semantic conventions). See [protocols.md](protocols.md#opentelemetry-traces-for-jaeger-langfuse-tempo).',
 };
 
 /** What each convict format accepts; a format not listed here stops the generator. */
@@ -53,6 +54,8 @@ const FORMATS = new Map<unknown, string>([
   ['shared-buffers-mb', 'integer from 1 to 1024'],
   ['word-list', 'list of words (comma-separated in the environment)'],
   ['http-url', 'http(s) URL'],
+  ['optional-http-url', 'empty, or an http(s) URL'],
+  ['ratio', 'number from 0 to 1'],
   ['database-url', 'empty, or `postgres://<user>:<password>@<host>:<port>/<database>`'],
 ]);
 

@@ -33,17 +33,19 @@ export function createCallRepository(db: Kysely<DatabaseSchema>): CallStore {
 const NUL = /\u0000/g;
 
 function toRow(record: NewCallRecord) {
-  const { sessionId, userId, turnId, kind, startedAt, ...rest } = record;
+  const { sessionId, userId, turnId, kind, startedAt, traceId, ...rest } = record;
   const text = toJsonText(rest);
   // A tool's result or a message may hold a NUL: stored as U+FFFD rather than failing the write.
   const body = text.includes('\\u0000') ? JSON.stringify(rest, (_key, item: unknown) => (typeof item === 'string' ? item.replace(NUL, '\uFFFD') : item)) : text;
-  return { session_id: sessionId, user_id: userId, turn_id: turnId, kind, started_at: startedAt, body };
+  return { session_id: sessionId, user_id: userId, turn_id: turnId, kind, started_at: startedAt, trace_id: traceId ?? null, body };
 }
 
 function toCall(row: Selectable<SessionCallsTable>): CallRecord {
   return {
-    ...(row.body as Omit<NewCallRecord, 'sessionId' | 'userId' | 'turnId' | 'kind' | 'startedAt'>),
+    ...(row.body as Omit<NewCallRecord, 'sessionId' | 'userId' | 'turnId' | 'kind' | 'startedAt' | 'traceId'>),
     id: Number(row.id),
+    // A call made with tracing off has no trace: its record has none, as the one kept in memory.
+    ...(row.trace_id !== null ? { traceId: row.trace_id } : {}),
     sessionId: row.session_id,
     userId: row.user_id,
     turnId: row.turn_id,

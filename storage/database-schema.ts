@@ -102,6 +102,8 @@ export type SessionCallsTable = {
   turn_id: string;
   kind: string;
   started_at: Date;
+  /** The trace the call belongs to (tracing on, sampled); null otherwise. */
+  trace_id: ColumnType<string | null, string | null | undefined, string | null>;
   /** jsonb: the call (see `NewCallRecord`) without the columns above, written as JSON text, read back parsed. */
   body: ColumnType<Record<string, unknown>, string, string>;
 };

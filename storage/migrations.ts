@@ -342,6 +342,13 @@ export const coreMigrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0018_call_trace_ids': {
+    async up(db: Kysely<any>) {
+      // The trace a call belongs to (tracing on), so that a trace id from Jaeger or a log line
+      // finds its calls; null for calls made with tracing off, and for those stored before.
+      await db.schema.alterTable('session_calls').addColumn('trace_id', 'varchar(32)').execute();
+    },
+  },
 };
 
 /**

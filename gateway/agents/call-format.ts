@@ -10,6 +10,9 @@ export type CallEntry = {
   turn_id: string;
   /** The request id of the HTTP request the call ran for, as the service's log lines carry it. */
   request_id: string | null;
+  /** With tracing on, the trace the call belongs to and its own span, as a trace store (Jaeger, Tempo) finds them. */
+  trace_id: string | null;
+  span_id: string | null;
   state: string;
   started_at: string;
   duration_ms: number;
@@ -50,6 +53,8 @@ export function callEntry(call: CallRecord): CallEntry {
     id: call.id,
     turn_id: call.turnId,
     request_id: call.requestId ?? null,
+    trace_id: call.traceId ?? null,
+    span_id: call.spanId ?? null,
     state: call.state,
     started_at: new Date(call.startedAt).toISOString(),
     duration_ms: call.durationMs,

@@ -7,7 +7,15 @@
  * - By session id, while a turn of the session runs for the request (a background response's
  *   turn outlives its request): a log line about the session gets the request's ids.
  */
-export type RequestContext = { requestId: string; clientRequestId?: string; sessionId?: string; userId?: string };
+export type RequestContext = {
+  requestId: string;
+  clientRequestId?: string;
+  sessionId?: string;
+  userId?: string;
+  /** Tracing on: the request span's trace and span ids (when sampled), written as `trace_id` and `span_id`. */
+  traceId?: string;
+  spanId?: string;
+};
 
 const byRequest = new Map<string, RequestContext>();
 const bySession = new Map<string, RequestContext>();
@@ -39,6 +47,14 @@ export function noteRequestIds(requestId: string | undefined, ids: { sessionId?:
     context.sessionId = ids.sessionId;
     bySession.set(ids.sessionId, context);
   }
+}
+
+/** Records the ids of the request's span (tracing on, the span sampled): its lines, and its session's meanwhile, carry them. */
+export function noteTraceIds(requestId: string, ids: { traceId: string; spanId: string }): void {
+  const context = byRequest.get(requestId);
+  if (!context) return;
+  context.traceId = ids.traceId;
+  context.spanId = ids.spanId;
 }
 
 /** A turn of the session for the request ended: lines about the session no longer name the request. */

@@ -15,6 +15,8 @@ import { createMetricsRoute } from '../operations/metrics-route.js';
 import { createModelsRouter } from '../operations/models-route.js';
 import { createRequestLogging } from '../http/request-logging.js';
 import { createRequestMetrics } from '../http/request-metrics.js';
+import { createRequestTracing } from '../http/request-tracing.js';
+import type { Tracing } from '../../runtime/observability/tracing.js';
 import { holdToTextRules } from '../http/text-rules.js';
 import { A2A_PATH, AGENT_CARD_PATH } from '../a2a/agent-card.js';
 import type { UsageLimiter } from '../http/usage-limits.js';
@@ -59,6 +61,8 @@ export type AppDeps = {
   mcpRouter: Router;
   /** The A2A server: the public agent card, and the JSON-RPC endpoint (at `A2A_PATH`). */
   a2a: { card: RequestHandler; rpc: Router };
+  /** Where request spans go (tracing on); none: no span is made. */
+  tracing?: Tracing;
 };
 
 /** Builds the Express app: routes, JSON parsing with a size limit, and the one error mapping. */
@@ -67,6 +71,7 @@ export function createApp(deps: AppDeps): Express {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.use(createRequestLogging(deps.logger));
+  if (deps.tracing) app.use(createRequestTracing(deps.tracing));
   // Before the key check and the body parser: the requests they refuse are counted too.
   if (deps.metrics) app.use(createRequestMetrics(deps.metrics));
   // Without API keys nothing tells users apart: every user's transcripts and live events

@@ -22,8 +22,9 @@ export function createLogger(settings: LogSettings, label?: string): winston.Log
 /**
  * How an entry becomes its line. A line about a session whose turn runs for a request carries
  * that request's ids (gateway/http/request-context.ts); what the entry names itself wins.
- * - text: `<time> <level> [<label>] <message> {"requestId":…,"clientRequestId":…,"sessionId":…,"userId":…,…}`, the stack on the lines below;
- * - json: `{"timestamp","level","message","process","requestId","clientRequestId","sessionId","userId",…,"stack"}` on one line.
+ * - text: `<time> <level> [<label>] <message> {"requestId":…,"clientRequestId":…,"sessionId":…,"userId":…,"trace_id":…,"span_id":…,…}`, the stack on the lines below;
+ * - json: `{"timestamp","level","message","process","requestId","clientRequestId","sessionId","userId","trace_id","span_id",…,"stack"}` on one line.
+ * `trace_id` and `span_id` (tracing on) are the request span's.
  */
 export function logLineFormat(format: LogFormat, label?: string): winston.Logform.Format {
   const line = format === 'json' ? jsonLine : textLine;
@@ -43,6 +44,10 @@ const requestIds = winston.format((info) => {
   info.requestId = context.requestId;
   if (context.clientRequestId !== undefined) info.clientRequestId ??= context.clientRequestId;
   if (context.userId !== undefined) info.userId ??= context.userId;
+  if (context.traceId !== undefined) {
+    info.traceId ??= context.traceId;
+    info.spanId ??= context.spanId;
+  }
   return info;
 });
 
@@ -50,12 +55,15 @@ const requestIds = winston.format((info) => {
 type Entry = { timestamp: unknown; level: string; message: unknown; stack: unknown; details: Record<string, unknown> };
 
 function entryOf(info: winston.Logform.TransformableInfo): Entry {
-  const { timestamp, level, message, stack, requestId, clientRequestId, sessionId, userId, ...rest } = info;
+  const { timestamp, level, message, stack, requestId, clientRequestId, sessionId, userId, traceId, spanId, ...rest } = info;
   const details: Record<string, unknown> = {};
   if (requestId !== undefined) details.requestId = requestId;
   if (clientRequestId !== undefined) details.clientRequestId = clientRequestId;
   if (sessionId !== undefined) details.sessionId = sessionId;
   if (userId !== undefined) details.userId = userId;
+  // The names OpenTelemetry's log data model and the log stores' trace links (Loki, Elasticsearch) use.
+  if (traceId !== undefined) details.trace_id = traceId;
+  if (spanId !== undefined) details.span_id = spanId;
   return { timestamp, level, message, stack, details: Object.assign(details, rest) };
 }
 

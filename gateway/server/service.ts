@@ -2,6 +2,8 @@ import type { Server } from 'node:http';
 import type { AddressInfo, ListenOptions } from 'node:net';
 import type { Logger } from 'winston';
 import { ConfigError, type AppConfig } from '../../config/load-config.js';
+import { tracingSettingsOf } from '../../config/tracing-settings.js';
+import { startTracing } from '../../runtime/observability/start-tracing.js';
 import { loadGraph } from '../../config/load-graph.js';
 import { formatWarning } from '../../machines/index.js';
 import { DurableWriter } from '../../runtime/sessions/durable-writer.js';
@@ -58,6 +60,9 @@ const MCP_PROGRESS_INTERVAL_MS = 100;
 
 /** How long an approval asked through MCP elicitation waits for the user: a person answers, not a program. */
 const MCP_ELICITATION_TIMEOUT_MS = 10 * 60_000;
+
+/** At shutdown, how long the spans still queued may take to reach the collector. */
+const TRACING_SHUTDOWN_MS = 5_000;
 
 /** A running service. */
 export type RunningService = {
@@ -195,7 +200,11 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     { perSession: config.inspect.recent_calls_per_session, total: config.inspect.recent_calls },
     config.inspect.store_calls ? createCallRepository(database.db) : undefined,
   );
+  // Tracing on (an OTLP endpoint set): the SDK is loaded now; off, never.
+  const tracingSettings = tracingSettingsOf(config);
+  const tracing = tracingSettings ? await startTracing(tracingSettings, (message) => logger.warn(`tracing: spans may not have been sent: ${message}`)) : undefined;
   const supervisor = new RequestSupervisor({
+    tracing,
     calls,
     leases,
     inspect: inspector?.inspect,
@@ -302,6 +311,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     defaultUserId: defaults.userId,
   });
   const app = createApp({
+    tracing,
     supervisor,
     logger,
     toolStatus: () => tools.status(),
@@ -408,6 +418,8 @@ export async function startService(config: AppConfig, logger: Logger, options: S
       writer.close();
       stopLogging();
       metrics?.close();
+      // The last spans (the cut requests', the cancelled turns') are sent, within a bound.
+      await tracing?.shutdown(TRACING_SHUTDOWN_MS);
       await database.close();
     })());
 

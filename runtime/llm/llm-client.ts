@@ -27,6 +27,9 @@ export type LlmReply = {
   usage: Usage | null;
   /** What the service mended or made of the server's answer, by name (for the call's record). */
   repairs: string[];
+  /** The completion's id (`chatcmpl-…`) and the model that answered, as the server named them (absent: it did not). */
+  responseId?: string;
+  responseModel?: string;
 };
 
 /** One LLM call. */
@@ -46,6 +49,8 @@ export type LlmCallOptions = {
   onToolCallDelta?: (delta: ToolCallDelta) => void;
   /** Given the exact JSON body of the call just before it is sent (again, if the call is made again). */
   onRequestBody?: (body: string) => void;
+  /** The W3C `traceparent` of the call's span, sent as its header (tracing on). */
+  traceparent?: string;
 };
 
 /** The link to the LLM server. */
@@ -128,7 +133,7 @@ export function createLlmClient(options: LlmClientOptions): LlmClient {
         const prepared = prepare(request, profile, streaming, maxTokensLimit);
         const text = JSON.stringify(prepared.body);
         callOptions.onRequestBody?.(text);
-        const response = await sendWithRetries(() => http.post(chatPath, text, call.signal), { maxRetries, signal: call.signal });
+        const response = await sendWithRetries(() => http.post(chatPath, text, call.signal, callOptions.traceparent), { maxRetries, signal: call.signal });
         if (response.statusCode !== 200) {
           const error = upstreamErrorOf(response.statusCode, await response.body.text().catch(() => ''));
           if (reshapes < MAX_RESHAPES && learnFrom(error, prepared, profile)) continue;
@@ -172,7 +177,16 @@ export function createLlmClient(options: LlmClientOptions): LlmClient {
     } else {
       profile.learnTokenScale(usage.prompt_tokens, estimatePromptTokens(prepared.body.messages, prepared.body.tools));
     }
-    return { content: reply.content, reasoning: reply.reasoning, toolCalls: reply.toolCalls, finishReason: reply.finishReason, usage, repairs };
+    return {
+      content: reply.content,
+      reasoning: reply.reasoning,
+      toolCalls: reply.toolCalls,
+      finishReason: reply.finishReason,
+      usage,
+      repairs,
+      ...(reply.id !== null ? { responseId: reply.id } : {}),
+      ...(reply.model !== null ? { responseModel: reply.model } : {}),
+    };
   }
 
   return { generate, probe, server: () => profile.report(), close: () => http.close() };

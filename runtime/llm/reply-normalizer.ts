@@ -47,6 +47,9 @@ export type NormalizedReply = {
   usage: Usage | null;
   /** The reply was cut at `maxChars`. */
   cut: boolean;
+  /** The completion's `id` and `model`, as the server sent them (null: it did not). */
+  id: string | null;
+  model: string | null;
   observed: ReplyObservations;
 };
 
@@ -68,6 +71,8 @@ export class ReplyNormalizer {
   private cut = false;
   private finish: string | null = null;
   private usage: Usage | null = null;
+  private id: string | null = null;
+  private model: string | null = null;
   private readonly observed: ReplyObservations = { reasoning: new Set(), toolCalls: new Set(), implicitThinkOpen: false, repairs: new Set() };
 
   constructor(private readonly options: NormalizerOptions) {
@@ -81,7 +86,8 @@ export class ReplyNormalizer {
   }
 
   /** One streamed chunk: its first choice's delta and finish reason, and its usage or timings. */
-  chunk(chunk: { choices?: unknown; usage?: unknown; timings?: unknown }): void {
+  chunk(chunk: { choices?: unknown; usage?: unknown; timings?: unknown; id?: unknown; model?: unknown }): void {
+    if (this.id === null) this.takeNames(chunk);
     if (chunk.usage !== undefined && chunk.usage !== null) this.takeUsage(chunk.usage);
     else if (chunk.timings !== undefined && this.usage === null) this.takeTimings(chunk.timings);
     const choice = Array.isArray(chunk.choices) ? (chunk.choices[0] as { delta?: unknown; finish_reason?: unknown } | undefined) : undefined;
@@ -92,7 +98,8 @@ export class ReplyNormalizer {
   }
 
   /** A whole (non-streamed) completion body. */
-  completion(body: { choices?: unknown; usage?: unknown; timings?: unknown }): void {
+  completion(body: { choices?: unknown; usage?: unknown; timings?: unknown; id?: unknown; model?: unknown }): void {
+    this.takeNames(body);
     if (body.usage !== undefined && body.usage !== null) this.takeUsage(body.usage);
     else if (body.timings !== undefined) this.takeTimings(body.timings);
     const choice = Array.isArray(body.choices) ? (body.choices[0] as { message?: unknown; finish_reason?: unknown } | undefined) : undefined;
@@ -131,7 +138,13 @@ export class ReplyNormalizer {
     if (this.observed.reasoning.has('think_tags')) this.observed.repairs.add('reasoning_from_think_tags');
     if (this.splitter.reclassified) this.observed.repairs.add('unclosed_think_tag');
     this.observed.implicitThinkOpen = this.splitter.sawImplicitOpen;
-    return { content: this.content, reasoning: this.reasoning, toolCalls, finishReason, usage: this.usage, cut: this.cut, observed: this.observed };
+    return { content: this.content, reasoning: this.reasoning, toolCalls, finishReason, usage: this.usage, cut: this.cut, observed: this.observed, id: this.id, model: this.model };
+  }
+
+  /** The completion's id and model, from its body or its first chunk that names them. */
+  private takeNames(body: { id?: unknown; model?: unknown }): void {
+    if (typeof body.id === 'string' && body.id !== '') this.id = body.id;
+    if (typeof body.model === 'string' && body.model !== '') this.model = body.model;
   }
 
   private delta(delta: Record<string, unknown>): void {

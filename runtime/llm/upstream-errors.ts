@@ -8,10 +8,13 @@ export class LlmCallError extends Error {
   override readonly name = 'LlmCallError';
   /** Set when the failure is the request's own: it does not fit the model's context window. */
   readonly code: LlmFailureCode | undefined;
+  /** The HTTP status the server answered with, when it answered one. */
+  readonly status: number | undefined;
 
-  constructor(message: string, options: { cause?: unknown; code?: LlmFailureCode } = {}) {
+  constructor(message: string, options: { cause?: unknown; code?: LlmFailureCode; status?: number } = {}) {
     super(message, { cause: options.cause });
     this.code = options.code;
+    this.status = options.status;
   }
 }
 
@@ -101,7 +104,7 @@ export function upstreamFailure(error: UpstreamError): LlmCallError {
   if (classifyUpstreamError(error) === 'context_length') {
     return new LlmCallError(`the conversation does not fit the model's context window: ${error.message}`, { code: 'context_length_exceeded' });
   }
-  return new LlmCallError(error.status > 0 ? `${error.status} ${error.message}` : error.message);
+  return error.status > 0 ? new LlmCallError(`${error.status} ${error.message}`, { status: error.status }) : new LlmCallError(error.message);
 }
 
 /** A short description of why an LLM call failed, without stack or secrets. */

@@ -25,9 +25,10 @@ export class UpstreamHttp {
     return `${this.basePath}${path}`;
   }
 
-  /** Sends a JSON body; the answer's body is the caller's to read. */
-  post(path: string, body: string, signal: AbortSignal): Promise<Dispatcher.ResponseData> {
-    return this.pool.request({ path, method: 'POST', headers: this.headers, body, signal });
+  /** Sends a JSON body, with the caller's `traceparent` when tracing; the answer's body is the caller's to read. */
+  post(path: string, body: string, signal: AbortSignal, traceparent?: string): Promise<Dispatcher.ResponseData> {
+    const headers = traceparent === undefined ? this.headers : { ...this.headers, traceparent };
+    return this.pool.request({ path, method: 'POST', headers, body, signal });
   }
 
   /** A GET's JSON body when it answers 200 within `timeoutMs`; undefined otherwise (no such endpoint, no answer). */

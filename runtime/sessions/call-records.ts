@@ -3,8 +3,11 @@ import type { LlmReply, LlmRequest } from '../llm/llm-client.js';
 import type { CallOutcome, LlmCallRecord, SessionUsage, ToolCallRecord } from '../ports.js';
 import type { ToolCallResult } from '../tools/tool-runner.js';
 
-/** Where a call was made: the session, its user, the turn, the HTTP request it ran for (as logged) and the graph state. */
-export type CallScope = { sessionId: string; userId: string; turnId: string; requestId: string | null; state: string };
+/**
+ * Where a call was made: the session, its user, the turn, the HTTP request it ran for (as logged)
+ * and the graph state; with tracing on, the trace and the call's own span (when sampled).
+ */
+export type CallScope = { sessionId: string; userId: string; turnId: string; requestId: string | null; state: string; traceId?: string; spanId?: string };
 
 /** How a call ended: with its answer, or with an error (`cancelled` when its turn was). */
 export type CallEnd<T> = { value: T } | { error: unknown; cancelled: boolean };

@@ -6,6 +6,7 @@ import type { LlmClient } from '../llm/llm-client.js';
 import type { LongTermMemory } from '../memory/long-term-memory.js';
 import type { EventBus } from '../observability/event-bus.js';
 import type { CallLog } from '../observability/call-log.js';
+import type { Tracing } from '../observability/tracing.js';
 import type { ChatMessage } from '../chat-types.js';
 import type { ConversationStore, SessionStore, TurnStepStore } from '../ports.js';
 import { ServiceError } from '../service-error.js';
@@ -46,6 +47,8 @@ export type SupervisorDeps = {
   calls?: CallLog;
   /** Receives every session actor's inspection events (the XState inspector). */
   inspect?: (event: InspectionEvent) => void;
+  /** Where the spans of turns and their calls go (tracing on). */
+  tracing?: Tracing;
 };
 
 /**
@@ -79,7 +82,7 @@ export class Supervisor {
         this.distrust(sessionId);
       },
     });
-    const runner = new TurnRunner({ llm: deps.llm, tools: deps.tools ?? NO_TOOLS, events: deps.events, store: this.store, settings, memory: deps.memory, leases: deps.leases, calls: deps.calls });
+    const runner = new TurnRunner({ llm: deps.llm, tools: deps.tools ?? NO_TOOLS, events: deps.events, store: this.store, settings, memory: deps.memory, leases: deps.leases, calls: deps.calls, tracing: deps.tracing });
     const machine = createSessionMachine(deps.graph).provide({
       actors: {
         callLlm: fromPromise<AgentReply, CallLlmInput>(({ input, signal }) => runner.callLlm(input, signal)),
@@ -161,7 +164,7 @@ export class Supervisor {
     const { stored } = await this.stepsOf(abandoned);
     if (stored.size === 0) return false;
     const settings = TurnJournal.settingsOf(stored) ?? { params: next.params, system: nextSystem };
-    await this.continueAbandoned(abandoned, stored, settings, { userId: next.userId, requestId: next.requestId }, { signal });
+    await this.continueAbandoned(abandoned, stored, settings, { userId: next.userId, requestId: next.requestId, traceParent: next.traceParent }, { signal });
     return true;
   }
 
@@ -172,7 +175,7 @@ export class Supervisor {
   }
 
   /** Continues an abandoned turn from the steps its attempt stored (`stored`, read already), with `settings`. */
-  private async continueAbandoned(abandoned: TurnPlan, stored: Map<string, string>, settings: TurnSettings, by: Pick<TurnRequest, 'userId' | 'requestId'>, handlers: TurnHandlers): Promise<void> {
+  private async continueAbandoned(abandoned: TurnPlan, stored: Map<string, string>, settings: TurnSettings, by: Pick<TurnRequest, 'userId' | 'requestId' | 'traceParent'>, handlers: TurnHandlers): Promise<void> {
     const request: TurnRequest = { ...by, sessionHint: abandoned.session.sessionId, retried: true, messages: [], params: settings.params };
     await this.runner.run({ ...abandoned, steps: stored }, request, settings.system, handlers);
   }

@@ -5,6 +5,7 @@ import type { LlmClient, LlmRequest, ToolCallDelta } from '../llm/llm-client.js'
 import type { CallLog } from '../observability/call-log.js';
 import type { LongTermMemory } from '../memory/long-term-memory.js';
 import type { EventBus } from '../observability/event-bus.js';
+import type { Tracing, TurnSpan } from '../observability/tracing.js';
 import type { NewCallRecord, SessionProgress, SessionRecord, SessionUsage, TransitionRecord } from '../ports.js';
 import { isServiceError, ServiceError } from '../service-error.js';
 import { approvalQuestion, denialResult, newApprovalRequestId, unknownOutcomeResult, type ApprovalDecision, type ApprovalRequest } from '../tools/tool-approvals.js';
@@ -44,6 +45,8 @@ export type TurnRunnerDeps = {
   leases?: SessionLeases;
   /** Where the turns' LLM and tool calls are recorded (`/v1/agents/{id}/calls`). */
   calls?: CallLog;
+  /** Where the spans of turns and their calls go; none: tracing is off. */
+  tracing?: Tracing;
 };
 
 /** What a running turn keeps outside the actor: where its answer goes and what it gathered. */
@@ -96,6 +99,8 @@ type ActiveTurn = {
   rounds: number;
   /** Set when a step could not be stored: the turn fails with it rather than go on unrecorded. */
   stepError: unknown;
+  /** The turn's span (tracing on): its LLM and tool calls' spans are its children. */
+  span: TurnSpan | undefined;
 };
 
 /** Between the texts of the LLM rounds of one turn (before and after tool calls). */
@@ -131,7 +136,22 @@ export class TurnRunner {
     this.activeTurns.get(sessionId)?.transitionLog.push(transition);
   }
 
+  /** Runs one planned turn (in a span of its own when tracing). */
   async run(plan: TurnPlan, request: TurnRequest, clientSystem: ChatMessage[], handlers: TurnHandlers): Promise<TurnOutcome> {
+    const tracing = this.deps.tracing;
+    if (!tracing) return this.runTurn(plan, request, clientSystem, handlers, undefined);
+    const span = tracing.startTurn(request.traceParent, plan.session.sessionId);
+    try {
+      const outcome = await this.runTurn(plan, request, clientSystem, handlers, span);
+      span.end({ usage: outcome.usage, ...(outcome.cancelled ? { error: 'cancelled' } : outcome.failure ? { error: outcome.failure.code ?? 'llm_error' } : {}) });
+      return outcome;
+    } catch (error) {
+      span.end({ usage: null, error: isServiceError(error) ? error.code : error instanceof Error ? error.name : '_OTHER' });
+      throw error;
+    }
+  }
+
+  private async runTurn(plan: TurnPlan, request: TurnRequest, clientSystem: ChatMessage[], handlers: TurnHandlers, span: TurnSpan | undefined): Promise<TurnOutcome> {
     // A turn that decides approval requests runs on a session that no longer waits on them.
     // It is stored with the calls it decided, until its end clears them: a process that finds them there knows this one died.
     const session = plan.approvals ? { ...plan.session, snapshot: withDecided(plan.session.snapshot, plan.approvals) } : plan.session;
@@ -205,6 +225,7 @@ export class TurnRunner {
       ),
       rounds: 0,
       stepError: undefined,
+      span,
     };
     this.activeTurns.set(sessionId, turn);
     try {
@@ -354,12 +375,13 @@ export class TurnRunner {
     };
     // What the model may call this round: a call of anything else is answered as an error, not run.
     turn.offered = new Set(request.tools!.map((tool) => (tool.type === 'function' ? tool.function.name : '')));
-    const scope = { sessionId: input.sessionId, userId: turn.userId, turnId: turn.turnId, requestId: turn.requestId, state: input.state };
-    const start = startCall();
-    let body = '';
     // A round an earlier attempt of the turn stored is not asked again: its reply is shown as it came.
     const round = turn.rounds++;
     const stored = turn.journal.round(round);
+    const span = turn.span && !stored ? this.deps.tracing?.startLlmCall(turn.span, input.sessionId, request, streaming) : undefined;
+    const scope = { sessionId: input.sessionId, userId: turn.userId, turnId: turn.turnId, requestId: turn.requestId, state: input.state, ...span?.ids };
+    const start = startCall();
+    let body = '';
     const muted = stored !== undefined && turn.handlers.stepsShown === true;
     try {
       const reply = stored
@@ -369,6 +391,7 @@ export class TurnRunner {
             onRequestBody: (sent) => {
               body = sent;
             },
+            traceparent: span?.traceparent,
             onContent: streaming ? onPiece(false) : undefined,
             onReasoning: streaming ? onPiece(true) : undefined,
             onToolCallDelta:
@@ -379,6 +402,7 @@ export class TurnRunner {
                   }
                 : undefined,
           });
+      span?.end({ value: reply });
       if (!stored) this.record(turn, llmCallRecord(scope, request, body, start, { value: reply }));
       addUsage(turn.usage, request.model, reply.usage);
       turn.callsUsage = sumUsage(turn.callsUsage, reply.usage);
@@ -431,6 +455,7 @@ export class TurnRunner {
     } catch (error) {
       // A step that could not be stored is the turn's failure, not the LLM's.
       if (error === turn.stepError) throw error;
+      span?.end({ error, cancelled: signal.aborted });
       this.record(turn, llmCallRecord(scope, request, body, start, { error, cancelled: signal.aborted }));
       const message = error instanceof Error ? error.message : String(error);
       this.deps.events.emit('llm:error', { sessionId: input.sessionId, userId: turn.userId, durationMs: performance.now() - started, message });
@@ -498,14 +523,17 @@ export class TurnRunner {
       return this.showEarlier(turn, call, unknownOutcomeResult(call, approved && { server: approved.server, tool: approved.tool }), approval);
     }
     turn.handlers.onToolActivity?.({ phase: 'started', call, ...approval });
-    const recordScope = { sessionId: scope.sessionId, userId: turn.userId, turnId: turn.turnId, requestId: turn.requestId, state };
+    // An approved call was offered when it was made, in an earlier turn.
+    const offered = approved !== undefined || turn.offered.has(call.function.name);
+    const span = turn.span && offered ? this.deps.tracing?.startToolCall(turn.span, scope.sessionId, call) : undefined;
+    const recordScope = { sessionId: scope.sessionId, userId: turn.userId, turnId: turn.turnId, requestId: turn.requestId, state, ...span?.ids };
     const start = startCall();
     let result: ToolCallResult;
     try {
-      // An approved call was offered when it was made, in an earlier turn.
-      const offered = approved !== undefined || turn.offered.has(call.function.name);
-      result = offered ? await this.deps.tools.call(call, scope) : unavailableToolResult(call);
+      result = offered ? await this.deps.tools.call(call, span ? { ...scope, traceparent: span.traceparent } : scope) : unavailableToolResult(call);
+      span?.end({ value: result });
     } catch (error) {
+      span?.end({ error, cancelled: scope.signal.aborted });
       if (!approved || !isServiceError(error) || error.code !== 'TOOL_AUTH_REQUIRED') {
         this.record(turn, toolCallRecord(recordScope, call, start, { error, cancelled: scope.signal.aborted }, approved?.id));
         throw error;

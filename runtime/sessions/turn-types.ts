@@ -1,3 +1,4 @@
+import type { TracedSpan } from '../observability/tracing.js';
 import type { ChatMessage, GenerationParams, ToolCall, ToolDefinition, Usage } from '../chat-types.js';
 import type { ToolCallDelta } from '../llm/llm-client.js';
 import type { NewResponseRecord, SessionRecord } from '../ports.js';
@@ -34,6 +35,8 @@ export type TurnRequest = {
   userId: string;
   /** The id of the HTTP request the turn runs for: the log lines about the session while it runs name it. */
   requestId?: string;
+  /** The span the turn's span is a child of (tracing on: the HTTP request's). */
+  traceParent?: TracedSpan;
   /** The session the client named (X-Session-ID or session_id), if any. */
   sessionHint?: string;
   /**

@@ -182,7 +182,30 @@ function createTransport(options: McpConnectionOptions): Transport {
     for (const name of Object.keys(headers)) if (name.toLowerCase() === 'authorization') delete headers[name];
     headers.Authorization = `Bearer ${accessToken}`;
   }
-  return new StreamableHTTPClientTransport(new URL(config.url), { requestInit: { headers } });
+  return new StreamableHTTPClientTransport(new URL(config.url), { requestInit: { headers }, fetch: fetchWithTraceparent });
+}
+
+/** The `traceparent` a tool call carries in its `_meta` (the last one in the body: `_meta` ends the call's params). */
+const META_TRACEPARENT = /"traceparent":"(00-[0-9a-f]{32}-[0-9a-f]{16}-0[01])"/y;
+
+/**
+ * The HTTP transport's fetch: a request whose JSON-RPC body carries a `traceparent` in its
+ * `_meta` (a tool call, tracing on) sends it as the W3C header too, so an instrumented server
+ * continues the trace. The SDK takes no headers per request, and its transport serves every
+ * call of the connection, so the header is read from the request it is for (the last one in
+ * it: a call's arguments, which come first, may name one of their own). Without tracing this
+ * costs a string search per request.
+ */
+function fetchWithTraceparent(url: string | URL, init?: RequestInit): Promise<Response> {
+  const body = init?.body;
+  const at = typeof body === 'string' ? body.lastIndexOf('"traceparent":"') : -1;
+  if (at < 0) return fetch(url, init);
+  META_TRACEPARENT.lastIndex = at;
+  const traceparent = META_TRACEPARENT.exec(body as string)?.[1];
+  if (traceparent === undefined) return fetch(url, init);
+  const headers = new Headers(init?.headers);
+  headers.set('traceparent', traceparent);
+  return fetch(url, { ...init, headers });
 }
 
 function delay(ms: number): Promise<void> {

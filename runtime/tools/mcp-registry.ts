@@ -182,7 +182,12 @@ class Registry implements McpRegistry {
 
     const timeoutMs = server.config.timeout_ms ?? this.options.callTimeoutMs;
     try {
-      const answer = await lease.connection.callTool(tool, args.value, { timeoutMs, signal: scope.signal, meta: { [IDEMPOTENCY_KEY_META]: `${scope.sessionId}/${toolCall.id}` } });
+      const answer = await lease.connection.callTool(tool, args.value, { timeoutMs, signal: scope.signal, meta: {
+          [IDEMPOTENCY_KEY_META]: `${scope.sessionId}/${toolCall.id}`,
+          // Tracing on: the call's span, as the MCP trace-context convention carries it (HTTP servers also get the header).
+          ...(scope.traceparent !== undefined ? { traceparent: scope.traceparent } : {}),
+        },
+      });
       lease.release();
       return finish(formatToolContent(answer), answer.isError === true);
     } catch (error) {

@@ -9,8 +9,8 @@ export type ToolCallResult = { toolCallId: string; name: string; content: string
 /** Where a tool lives: its server's name and the tool's name on that server. */
 export type ToolSource = { server: string; tool: string };
 
-/** Who a tool call runs for, and how it is cancelled. */
-export type ToolCallScope = { userId: string; sessionId: string; signal: AbortSignal };
+/** Who a tool call runs for, how it is cancelled, and (tracing on) the `traceparent` of its span, sent on to the tool server. */
+export type ToolCallScope = { userId: string; sessionId: string; signal: AbortSignal; traceparent?: string };
 
 /** The tools the agent can call. */
 export interface ToolRunner {

@@ -38,6 +38,8 @@ export type BenchOptions = {
   idempotencyKeys: boolean;
   /** Every turn of the service cells calls a tool (server-everything's echo) once before it answers. */
   toolTurns: boolean;
+  /** The service exports a span of every request, turn, LLM and tool call to a local OTLP sink. */
+  tracing: boolean;
   profile: boolean;
   /** Starts of each service target: its cells are measured once in each, and add their rounds up. */
   rounds: number;
@@ -83,6 +85,9 @@ export const BENCH_USAGE = `Usage: npm run bench -- [options]
   --idempotency-keys     every request of the service cells carries an Idempotency-Key of its own
   --tool-turns           every chat turn of the service cells calls a tool once (server-everything's echo, over stdio)
                          before it answers: a turn of two LLM rounds, its steps stored as they complete
+  --tracing              the service traces every request (OpenTelemetry on, every span kept) and exports the spans
+                         over OTLP/HTTP protobuf to a sink in the bench process; run once with and once without to
+                         compare the turn path's cost
   --profile              CPU-profile the service (each API apart); alone it means --targets pglite --modes session
                          --concurrency 32 --no-stream
   --quiet-wait S         before each cell, wait up to S seconds for other processes + steal to take < 0.2 cores (default 60; 0: don't)
@@ -117,6 +122,7 @@ export function parseBenchOptions(args: string[]): BenchOptions {
       'no-stream': { type: 'boolean', default: false },
       'idempotency-keys': { type: 'boolean', default: false },
       'tool-turns': { type: 'boolean', default: false },
+      tracing: { type: 'boolean', default: false },
       rounds: { type: 'string' },
       profile: { type: 'boolean', default: false },
       'quiet-wait': { type: 'string' },
@@ -149,6 +155,7 @@ export function parseBenchOptions(args: string[]): BenchOptions {
     stream: !values['no-stream'] && !profileOnly,
     idempotencyKeys: values['idempotency-keys'],
     toolTurns: values['tool-turns'],
+    tracing: values.tracing,
     profile: values.profile,
     rounds: values.rounds === undefined ? 1 : count('--rounds', values.rounds),
     quietWaitMs: 1000 * (values['quiet-wait'] !== undefined ? positive('--quiet-wait', values['quiet-wait'], true) : 60),

@@ -24,6 +24,7 @@ const CORE_NAMES = [
   '0015_responses_as_text',
   '0016_idempotency_keys',
   '0017_durable_turns',
+  '0018_call_trace_ids',
 ];
 const CORE = CORE_NAMES.map((name) => `core/${name}`);
 const MEMORY = ['memory/0001_memories', 'memory/0002_memory_embedder'];

@@ -30,7 +30,7 @@ export function testLogger(): winston.Logger {
  * `listeningOnly`: then as soon as it listens.
  */
 export async function startTestService(
-  options: { env?: NodeJS.ProcessEnv; llm?: FakeLlm; llmOptions?: FakeLlmOptions; listeningOnly?: boolean } = {},
+  options: { env?: NodeJS.ProcessEnv; llm?: FakeLlm; llmOptions?: FakeLlmOptions; listeningOnly?: boolean; logger?: winston.Logger } = {},
 ): Promise<TestService> {
   const llm = options.llm ?? (await startFakeLlm(options.llmOptions));
   const config = loadConfig({
@@ -43,7 +43,7 @@ export async function startTestService(
     LIMITS_CONCURRENT_REQUESTS: '0',
     ...options.env,
   });
-  const service = await startService(config, testLogger());
+  const service = await startService(config, options.logger ?? testLogger());
   if (!options.listeningOnly) await service.started;
   const baseURL = `${service.url}/v1`;
   return {

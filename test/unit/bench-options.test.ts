@@ -19,6 +19,11 @@ describe('parseBenchOptions', () => {
     expect(parseBenchOptions(['--idempotency-keys']).idempotencyKeys).to.equal(true);
   });
 
+  it('leaves the service untraced unless --tracing asks it to export every span', () => {
+    expect(parseBenchOptions([]).tracing).to.equal(false);
+    expect(parseBenchOptions(['--tracing']).tracing).to.equal(true);
+  });
+
   it('measures no chat target when the throughput scenario is not selected', () => {
     const options = parseBenchOptions(['--scenario', 'recall,workers', '--targets', 'pg']);
     expect(options.scenarios).to.deep.equal(['recall', 'workers']);

@@ -447,6 +447,7 @@ function callContext(call) {
     context.append(
       fields([
         ['started', new Date(call.started_at).toLocaleString()],
+        ...traceField(call),
         ['model', call.model],
         ['temperature', call.temperature ?? 'not sent'],
         ['max_tokens', call.max_tokens ?? 'not sent'],
@@ -468,6 +469,7 @@ function callContext(call) {
     context.append(
       fields([
         ['started', new Date(call.started_at).toLocaleString()],
+        ...traceField(call),
         ['server', call.server ?? '—'],
         ['tool', call.tool ?? '—'],
         ...(call.approval_request_id ? [['approval request', call.approval_request_id]] : []),
@@ -479,6 +481,11 @@ function callContext(call) {
     );
   }
   return context;
+}
+
+/** The trace and span of a call made with tracing on, as Jaeger or Tempo search for them. */
+function traceField(call) {
+  return call.trace_id ? [['trace', `${call.trace_id} (span ${call.span_id ?? '—'})`]] : [];
 }
 
 function fields(pairs) {
