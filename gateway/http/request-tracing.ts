@@ -33,5 +33,7 @@ export function requestSpanOf(requestId: string | undefined): RequestSpan | unde
 /** The route that matched, with the path its router is mounted on (`/v1/responses/:id`); none when no route did. */
 function routeOf(req: Request): string | undefined {
   const path = (req.route as { path?: unknown } | undefined)?.path;
-  return typeof path === 'string' ? `${req.baseUrl}${path}` : undefined;
+  if (typeof path !== 'string') return undefined;
+  // A router's own root (`/a2a` is the A2A SDK's router, whose route is `/`) is its mount path.
+  return path === '/' && req.baseUrl !== '' ? req.baseUrl : `${req.baseUrl}${path}`;
 }

@@ -15,6 +15,9 @@ import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../../s
 import { runToExit } from '../../support/run-to-exit.js';
 import { startTestService, type TestService } from '../../support/service-harness.js';
 import { waitFor } from '../../support/wait-for.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { a2aClient, answerOf, asTask, sendRequest, userMessage } from '../../support/a2a-client.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
@@ -253,6 +256,42 @@ describe('OpenTelemetry traces', function () {
       const turn = trace.find((span) => span.name === 'invoke_agent traced-agent')!;
       expect(turn.parentSpanId).to.equal(server.spanId);
       expect(trace.find((span) => span.kind === KIND.CLIENT)!.parentSpanId).to.equal(turn.spanId);
+    });
+
+    /** The turn span whose parent is a request span named `name`, with that request span, once both are in. */
+    function turnUnderRequest(name: string): Promise<{ server: ReceivedSpan; turn: ReceivedSpan }> {
+      return waitFor(() => {
+        for (const server of receiver.spans.filter((span) => span.kind === KIND.SERVER && span.name === name)) {
+          const turn = receiver.spans.find((span) => span.parentSpanId === server.spanId && span.name === 'invoke_agent traced-agent');
+          if (turn) return { server, turn };
+        }
+        return undefined;
+      }, `a turn under ${name}`);
+    }
+
+    it('traces an MCP tool call\'s turn under its /mcp request, with the LLM call under the turn', async () => {
+      const transport = new StreamableHTTPClientTransport(new URL(`${harness.service.url}/mcp`), { requestInit: { headers: { Authorization: 'Bearer placeholder' } } });
+      const client = new Client({ name: 'tracing-test', version: '1.0.0' });
+      await client.connect(transport);
+      try {
+        const result = await client.callTool({ name: 'svc-agent', arguments: { message: 'Hello over MCP' } });
+        expect(result.isError ?? false).to.equal(false);
+      } finally {
+        await client.close();
+      }
+      const { server, turn } = await turnUnderRequest('POST /mcp');
+      expect(turn.traceId).to.equal(server.traceId);
+      const chat = await waitFor(() => receiver.spans.find((span) => span.parentSpanId === turn.spanId && span.kind === KIND.CLIENT), 'the LLM call under the MCP turn');
+      expect(chat.attributes['gen_ai.operation.name']).to.equal('chat');
+    });
+
+    it('traces an A2A message\'s turn under its /a2a request when the call waits for the task', async () => {
+      const client = await a2aClient(harness.service.url, 'placeholder');
+      const task = asTask(await client.sendMessage(sendRequest(userMessage('Hello over A2A'))));
+      expect(answerOf(task)).to.contain('Hello over A2A');
+      const { server, turn } = await turnUnderRequest('POST /a2a');
+      expect(turn.attributes['gen_ai.conversation.id']).to.equal(task.contextId);
+      expect(turn.traceId).to.equal(server.traceId);
     });
 
     it('marks the LLM call, the turn and not the request failed, with error.type, when the LLM server fails', async () => {
