@@ -19,6 +19,15 @@ export function registerFormats(): void {
     },
   });
   convict.addFormat({
+    name: 'trace-url',
+    validate(value: unknown) {
+      if (value === '') return;
+      if (typeof value !== 'string' || !/^https?:\/\/[^\s/]+/.test(value) || !value.includes('{trace_id}') || !URL.canParse(value.replace('{trace_id}', '0'))) {
+        throw new Error('must be empty or an http(s) URL with {trace_id} where the trace id goes');
+      }
+    },
+  });
+  convict.addFormat({
     name: 'ratio',
     coerce: (value: unknown) => (typeof value === 'string' ? Number(value) : value),
     validate(value: unknown) {
@@ -124,7 +133,7 @@ export type ConfigValues = {
   sessions: { cache_size: number; idle_ms: number; turn_wait_ms: number; write_wait_ms: number; lease_ms: number; idempotency_ttl_s: number; max_turn_attempts: number; abandoned_after_ms: number };
   limits: { requests_per_minute: number; burst: number; concurrent_requests: number };
   metrics: { enabled: boolean; token: string };
-  inspect: { page: boolean; websocket_url: string; recent_sessions: number; recent_calls_per_session: number; recent_calls: number; store_calls: boolean };
+  inspect: { page: boolean; websocket_url: string; trace_url: string; recent_sessions: number; recent_calls_per_session: number; recent_calls: number; store_calls: boolean };
   log: { level: string; format: 'text' | 'json' };
   tools: {
     connect_timeout_ms: number;
@@ -394,6 +403,12 @@ export const configSchema: convict.Schema<ConfigValues> = {
       format: String,
       default: '',
       env: 'INSPECT_WEBSOCKET_URL',
+    },
+    trace_url: {
+      doc: 'The address of one trace in your tracing UI, `{trace_id}` where its id goes (Jaeger: http://localhost:16686/trace/{trace_id}; Tempo in Grafana: its Explore link): the inspector links each recorded call to its trace there. Empty: the trace id is shown as text.',
+      format: 'trace-url',
+      default: '',
+      env: 'INSPECT_TRACE_URL',
     },
     recent_sessions: { doc: 'Sessions the inspector page lists.', format: 'positive-int', default: 50, env: 'INSPECT_RECENT_SESSIONS' },
     recent_calls_per_session: {

@@ -55,6 +55,7 @@ const FORMATS = new Map<unknown, string>([
   ['word-list', 'list of words (comma-separated in the environment)'],
   ['http-url', 'http(s) URL'],
   ['optional-http-url', 'empty, or an http(s) URL'],
+  ['trace-url', 'empty, or an http(s) URL with `{trace_id}` in it'],
   ['ratio', 'number from 0 to 1'],
   ['database-url', 'empty, or `postgres://<user>:<password>@<host>:<port>/<database>`'],
 ]);

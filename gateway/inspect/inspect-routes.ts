@@ -28,6 +28,8 @@ export type InspectRoutesDeps = {
   recentSessions: number;
   /** A session's transitions and messages (the agent API's handlers), served under /inspect/sessions/:agent_id/. */
   history: { transitions: RequestHandler; messages: RequestHandler; calls: RequestHandler };
+  /** `inspect.trace_url`: a trace's address in the operator's tracing UI, `{trace_id}` where its id goes ('' none). */
+  traceUrl: string;
   /** Interval of the keep-alive comment lines of an event stream, in ms (default 15 s). */
   keepAliveMs?: number;
 };
@@ -80,7 +82,7 @@ const PAGE_SECURITY_POLICY =
 /**
  * The session inspector, mounted on `/inspect`: the page shell (`/inspect`, its script and
  * style, public), and the data it reads behind the API key: `/inspect/sessions` (live and
- * recent sessions), `/inspect/graph.svg` (the state graph) and `/inspect/events` (runtime
+ * recent sessions), `/inspect/settings` (where a call's trace opens), `/inspect/graph.svg` (the state graph) and `/inspect/events` (runtime
  * events as SSE). The router's paths are relative to the mount.
  */
 export function createInspectRoutes(deps: InspectRoutesDeps): InspectRoutes {
@@ -101,6 +103,10 @@ export function createInspectRoutes(deps: InspectRoutesDeps): InspectRoutes {
   router.get('/sessions/:agent_id/transitions', deps.authenticate, deps.history.transitions);
   router.get('/sessions/:agent_id/messages', deps.authenticate, deps.history.messages);
   router.get('/sessions/:agent_id/calls', deps.authenticate, deps.history.calls);
+  // What the page needs to know of the deployment: where a call's trace opens.
+  router.get('/settings', deps.authenticate, (_req, res) => {
+    res.json({ trace_url: deps.traceUrl === '' ? null : deps.traceUrl });
+  });
   router.get('/graph.svg', deps.authenticate, (_req, res) => {
     res.type('image/svg+xml').set('Cache-Control', 'no-cache').send(svg);
   });

@@ -248,6 +248,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     authenticate: apiKeys.authenticate,
     history: createHistoryHandlers({ sessions: stores.sessions, conversations: stores.conversations, calls }),
     recentSessions: config.inspect.recent_sessions,
+    traceUrl: config.inspect.trace_url,
   });
   const backgroundRuns = new BackgroundRuns({
     store: stores.backgroundResponses,

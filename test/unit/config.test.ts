@@ -99,6 +99,9 @@ mcp_servers:
     expect(loadError({ MEMORY_HNSW_EF_SEARCH: '0' }).message).to.match(/^memory\.hnsw_ef_search: must be an integer from 1 to 1000/);
     expect(loadError({ MEMORY_HNSW_EF_SEARCH: '1001' }).message).to.match(/^memory\.hnsw_ef_search: /);
     expect(loadConfig({ MEMORY_HNSW_EF_SEARCH: '200' }).memory.hnsw_ef_search).to.equal(200);
+    expect(loadError({ INSPECT_TRACE_URL: 'http://localhost:16686/trace/' }).message).to.match(/^inspect\.trace_url: must be empty or an http\(s\) URL with \{trace_id\}/);
+    expect(loadError({ INSPECT_TRACE_URL: 'jaeger/{trace_id}' }).message).to.match(/^inspect\.trace_url: /);
+    expect(loadConfig({ INSPECT_TRACE_URL: 'http://localhost:16686/trace/{trace_id}' }).inspect.trace_url).to.equal('http://localhost:16686/trace/{trace_id}');
   });
 
   it('refuses a database URL that is not PostgreSQL without printing it', () => {

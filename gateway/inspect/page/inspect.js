@@ -24,6 +24,8 @@ const page = {
   /** The chosen session's calls shown: the newest one's id, and each turn's group by turn id. */
   lastCallId: null,
   turns: new Map(),
+  /** Where a call's trace opens (`inspect.trace_url`, `{trace_id}` in it), or null: the trace id is shown as text. */
+  traceUrl: null,
   /** Changes at each choice of a session: a calls load begun for an earlier choice drops what it read. */
   view: {},
   /** Transitions seen live and not stored yet (they are stored when the turn ends). */
@@ -86,6 +88,7 @@ $('key-form').addEventListener('submit', (event) => {
 async function open() {
   try {
     await loadSessions();
+    page.traceUrl = (await inspectorData('/inspect/settings')).trace_url;
     const svg = await inspectorData('/inspect/graph.svg', 'text');
     const drawing = new DOMParser().parseFromString(svg, 'image/svg+xml').documentElement;
     $('graph').replaceChildren(document.importNode(drawing, true));
@@ -483,9 +486,18 @@ function callContext(call) {
   return context;
 }
 
-/** The trace and span of a call made with tracing on, as Jaeger or Tempo search for them. */
+/** The trace and span of a call made with tracing on, as Jaeger or Tempo search for them: a link to the trace when the deployment names where traces open. */
 function traceField(call) {
-  return call.trace_id ? [['trace', `${call.trace_id} (span ${call.span_id ?? '—'})`]] : [];
+  if (!call.trace_id) return [];
+  const text = `${call.trace_id} (span ${call.span_id ?? '—'})`;
+  if (!page.traceUrl) return [['trace', text]];
+  const link = document.createElement('a');
+  link.className = 'call-trace';
+  link.href = page.traceUrl.replaceAll('{trace_id}', encodeURIComponent(call.trace_id));
+  link.target = '_blank';
+  link.rel = 'noopener noreferrer';
+  link.textContent = text;
+  return [['trace', link]];
 }
 
 function fields(pairs) {
@@ -495,7 +507,8 @@ function fields(pairs) {
     const term = document.createElement('dt');
     term.textContent = name;
     const description = document.createElement('dd');
-    description.textContent = String(value);
+    if (value instanceof Node) description.append(value);
+    else description.textContent = String(value);
     list.append(term, description);
   }
   return list;

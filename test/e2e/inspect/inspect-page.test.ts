@@ -8,6 +8,7 @@ import OpenAI from 'openai';
 import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
 import { useEverythingService } from '../../support/everything-service.js';
 import { EVERYTHING_STDIO_YAML, mcpDeploymentFile } from '../../support/mcp-fixtures.js';
+import { startOtlpReceiver } from '../../support/otlp-receiver.js';
 import { startTestService, type TestService } from '../../support/service-harness.js';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -147,6 +148,31 @@ describeInBrowser(`inspector page (/inspect) in a browser${hasChromium ? '' : ` 
     } finally {
       await context.close();
       await local.close();
+    }
+  });
+
+  it("links a call to its trace in the tracing UI inspect.trace_url names, when tracing is on", async () => {
+    const receiver = await startOtlpReceiver();
+    const traced = await startTestService({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, INSPECT_TRACE_URL: 'http://jaeger.example:16686/trace/{trace_id}' } });
+    const context = await browser.newContext();
+    try {
+      await traced.client.chat.completions.create({ model: 'svc-default', messages: [{ role: 'user', content: 'traced' }] }, { headers: { 'X-Session-ID': 'traced-session' } });
+      const calls = (await (await fetch(`${traced.service.url}/inspect/sessions/traced-session/calls`)).json()) as { data: Array<{ trace_id: string | null }> };
+      const traceId = calls.data[0]!.trace_id;
+      expect(traceId).to.match(/^[0-9a-f]{32}$/);
+      const page = await context.newPage();
+      await page.goto(`${traced.service.url}/inspect`);
+      await page.locator('#sessions tr[data-session-id="traced-session"]').click();
+      const call = page.locator('#calls .call').first();
+      await call.locator('summary').click();
+      const link = call.locator('a.call-trace');
+      await link.waitFor();
+      expect(await link.getAttribute('href')).to.equal(`http://jaeger.example:16686/trace/${traceId}`);
+      expect(await link.textContent()).to.include(traceId);
+    } finally {
+      await context.close();
+      await traced.close();
+      await receiver.close();
     }
   });
 

@@ -67,7 +67,7 @@ async function chat(harness: TestService, key: string, sessionId: string, conten
   await response.json();
 }
 
-const DATA_ROUTES = ['/inspect/sessions', '/inspect/graph.svg', '/inspect/events'];
+const DATA_ROUTES = ['/inspect/sessions', '/inspect/settings', '/inspect/graph.svg', '/inspect/events'];
 
 describe('inspector routes (/inspect)', () => {
   describe('with API_KEYS', () => {
@@ -99,6 +99,11 @@ describe('inspector routes (/inspect)', () => {
         await expectError(await fetch(`${harness.service.url}${path}`), 401, 'missing_api_key');
         await expectError(await fetch(`${harness.service.url}${path}`, { headers: { Authorization: 'Bearer wrong' } }), 401, 'invalid_api_key');
       }
+    });
+
+    it('names no trace address in its settings when inspect.trace_url is empty', async () => {
+      const response = await fetch(`${harness.service.url}/inspect/settings`, { headers: admin });
+      expect(await response.json()).to.deep.equal({ trace_url: null });
     });
 
     it('lists live sessions with their state, and a user-bound key only its own', async () => {
@@ -160,6 +165,18 @@ describe('inspector routes (/inspect)', () => {
     });
   });
 
+  describe('with INSPECT_TRACE_URL', () => {
+    it('gives the page the address where a call\'s trace opens', async () => {
+      const harness = await startTestService({ env: { INSPECT_TRACE_URL: 'http://jaeger.internal:16686/trace/{trace_id}' } });
+      try {
+        const response = await fetch(`${harness.service.url}/inspect/settings`);
+        expect(await response.json()).to.deep.equal({ trace_url: 'http://jaeger.internal:16686/trace/{trace_id}' });
+      } finally {
+        await harness.close();
+      }
+    });
+  });
+
   describe('closing the service', () => {
     it('ends the open event streams, so the service can close', async () => {
       const harness = await startTestService();
@@ -212,6 +229,7 @@ describe('inspector routes (/inspect)', () => {
         events: bus,
         graph: loadGraph(loadConfig({ CONFIG_FILE: DEFAULT_CONFIG_FILE }).state.graph_path).graph,
         authenticate: (_req, _res, next) => next(),
+        traceUrl: '',
         history: { transitions: (_req, _res, next) => next(), messages: (_req, _res, next) => next(), calls: (_req, _res, next) => next() },
         recentSessions: 10,
         keepAliveMs: 20,
