@@ -1,28 +1,31 @@
 import convict from 'convict';
 import { normaliseWord } from '../runtime/tools/approval-words.js';
 
+/** True for a string that is an absolute http(s) URL with a host. */
+function isHttpUrl(value: unknown): boolean {
+  return typeof value === 'string' && /^https?:\/\/[^\s/]+/.test(value) && URL.canParse(value);
+}
+
 /** Registers the formats the schema uses that convict does not ship. */
 export function registerFormats(): void {
   convict.addFormat({
     name: 'http-url',
     validate(value: unknown) {
-      if (typeof value !== 'string' || !/^https?:\/\/[^\s/]+/.test(value) || !URL.canParse(value)) {
-        throw new Error('must be an http(s) URL');
-      }
+      if (!isHttpUrl(value)) throw new Error('must be an http(s) URL');
     },
   });
   convict.addFormat({
     name: 'optional-http-url',
     validate(value: unknown) {
       if (value === '') return;
-      if (typeof value !== 'string' || !/^https?:\/\/[^\s/]+/.test(value) || !URL.canParse(value)) throw new Error('must be empty or an http(s) URL');
+      if (!isHttpUrl(value)) throw new Error('must be empty or an http(s) URL');
     },
   });
   convict.addFormat({
     name: 'trace-url',
     validate(value: unknown) {
       if (value === '') return;
-      if (typeof value !== 'string' || !/^https?:\/\/[^\s/]+/.test(value) || !value.includes('{trace_id}') || !URL.canParse(value.replace('{trace_id}', '0'))) {
+      if (typeof value !== 'string' || !value.includes('{trace_id}') || !isHttpUrl(value.replace('{trace_id}', '0'))) {
         throw new Error('must be empty or an http(s) URL with {trace_id} where the trace id goes');
       }
     },
