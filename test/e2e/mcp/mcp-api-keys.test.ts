@@ -1,9 +1,8 @@
 import { expect } from 'chai';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { agentSessionOf } from '../../../gateway/mcp/mcp-session-ids.js';
 import { startTestService, type TestService } from '../../support/service-harness.js';
+import { connectMcp, toolText, type McpConnection } from '../../support/mcp-client.js';
 
 const INITIALIZE = JSON.stringify({
   jsonrpc: '2.0',
@@ -11,10 +10,6 @@ const INITIALIZE = JSON.stringify({
   method: 'initialize',
   params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'curl', version: '1' } },
 });
-
-function textOf(result: unknown): string {
-  return (result as CallToolResult).content.map((part) => (part.type === 'text' ? part.text : '')).join('');
-}
 
 describe('the MCP server with API keys (API_KEYS)', function () {
   this.timeout(30_000);
@@ -31,12 +26,10 @@ describe('the MCP server with API keys (API_KEYS)', function () {
     await Promise.all(clients.splice(0).map((client) => client.close()));
   });
 
-  async function connect(headers: Record<string, string>, sessionId?: string): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
-    const transport = new StreamableHTTPClientTransport(new URL(`${harness.service.url}/mcp`), { requestInit: { headers }, ...(sessionId ? { sessionId } : {}) });
-    const client = new Client({ name: 'mcp-test', version: '1.0.0' });
-    await client.connect(transport);
-    clients.push(client);
-    return { client, transport };
+  async function connect(headers: Record<string, string>, sessionId?: string): Promise<McpConnection> {
+    const connection = await connectMcp(harness.service.url, { headers, sessionId });
+    clients.push(connection.client);
+    return connection;
   }
 
   async function ownerOf(agentSession: string): Promise<string | undefined> {
@@ -63,7 +56,7 @@ describe('the MCP server with API keys (API_KEYS)', function () {
 
   it("serves a Bearer key and acts as the key's user", async () => {
     const { client, transport } = await connect({ Authorization: 'Bearer ada-key' });
-    expect(textOf(await client.callTool({ name: 'svc-agent', arguments: { message: 'Hi, I am Ada' } }))).to.equal('Echo: Hi, I am Ada');
+    expect(toolText(await client.callTool({ name: 'svc-agent', arguments: { message: 'Hi, I am Ada' } }))).to.equal('Echo: Hi, I am Ada');
     expect(await ownerOf(agentSessionOf(transport.sessionId!, 'ada'))).to.equal('ada');
   });
 
@@ -85,7 +78,7 @@ describe('the MCP server with API keys (API_KEYS)', function () {
     await ada.client.callTool({ name: 'svc-agent', arguments: { message: 'My secret is 42' } });
     const bob = await connect({ Authorization: 'Bearer bob-key' }, ada.transport.sessionId);
     const result = await bob.client.callTool({ name: 'svc-agent', arguments: { message: '[[echo-context]]' } });
-    const context = JSON.parse(textOf(result)) as Array<{ role: string; content: string }>;
+    const context = JSON.parse(toolText(result)) as Array<{ role: string; content: string }>;
     expect(JSON.stringify(context)).to.not.include('My secret is 42');
     expect(context.slice(1).map(({ role }) => role)).to.deep.equal(['user']);
     expect(await ownerOf(agentSessionOf(ada.transport.sessionId!, 'bob'))).to.equal('bob');

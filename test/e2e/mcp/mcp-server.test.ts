@@ -1,26 +1,9 @@
 import { expect } from 'chai';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { agentSessionOf } from '../../../gateway/mcp/mcp-session-ids.js';
 import { startTestService, type TestService } from '../../support/service-harness.js';
 import { waitFor } from '../../support/wait-for.js';
-
-/** A connected MCP client of the service, and its transport (whose session id it holds). */
-type Connected = { client: Client; transport: StreamableHTTPClientTransport };
-
-async function connect(harness: TestService, options: { sessionId?: string } = {}): Promise<Connected> {
-  const transport = new StreamableHTTPClientTransport(new URL(`${harness.service.url}/mcp`), options.sessionId ? { sessionId: options.sessionId } : {});
-  const client = new Client({ name: 'mcp-test', version: '1.0.0' });
-  await client.connect(transport);
-  return { client, transport };
-}
-
-/** The text of a tool result. */
-function textOf(result: unknown): string {
-  const { content } = result as CallToolResult;
-  return content.map((part) => (part.type === 'text' ? part.text : '')).join('');
-}
+import { connectMcp, toolText, type McpConnection } from '../../support/mcp-client.js';
 
 /** A raw JSON-RPC POST to /mcp, as a client that does not use the SDK sends it. */
 async function post(harness: TestService, body: string, headers: Record<string, string> = {}): Promise<{ status: number; json: unknown; text: string; headers: Headers }> {
@@ -37,7 +20,7 @@ async function post(harness: TestService, body: string, headers: Record<string, 
 describe('the MCP server at /mcp', function () {
   this.timeout(30_000);
   let harness: TestService;
-  const clients: Connected[] = [];
+  const clients: McpConnection[] = [];
 
   before(async () => {
     harness = await startTestService();
@@ -50,8 +33,8 @@ describe('the MCP server at /mcp', function () {
     await Promise.all(clients.splice(0).map(({ client }) => client.close()));
   });
 
-  async function connected(options: { sessionId?: string } = {}): Promise<Connected> {
-    const connection = await connect(harness, options);
+  async function connected(options: { sessionId?: string } = {}): Promise<McpConnection> {
+    const connection = await connectMcp(harness.service.url, options);
     clients.push(connection);
     return connection;
   }
@@ -72,7 +55,7 @@ describe('the MCP server at /mcp', function () {
     const { client } = await connected();
     const result = await client.callTool({ name: 'svc-agent', arguments: { message: 'Hello there' } });
     expect(result.isError).to.not.equal(true);
-    expect(textOf(result)).to.equal('Echo: Hello there');
+    expect(toolText(result)).to.equal('Echo: Hello there');
     expect(harness.llm.requests.filter((request) => request.kind === 'chat')).to.have.length(1);
   });
 
@@ -80,7 +63,7 @@ describe('the MCP server at /mcp', function () {
     const { client } = await connected();
     await client.callTool({ name: 'svc-agent', arguments: { message: 'My name is Ada' } });
     const second = await client.callTool({ name: 'svc-agent', arguments: { message: 'Who am I? [[echo-context]]' } });
-    const context = JSON.parse(textOf(second)) as Array<{ role: string; content: string }>;
+    const context = JSON.parse(toolText(second)) as Array<{ role: string; content: string }>;
     expect(context.slice(1).map(({ role, content }) => ({ role, content }))).to.deep.equal([
       { role: 'user', content: 'My name is Ada' },
       { role: 'assistant', content: 'Echo: My name is Ada' },
@@ -93,7 +76,7 @@ describe('the MCP server at /mcp', function () {
     await first.callTool({ name: 'svc-agent', arguments: { message: 'My name is Ada' } });
     const { client: second } = await connected();
     const result = await second.callTool({ name: 'svc-agent', arguments: { message: '[[echo-context]]' } });
-    const context = JSON.parse(textOf(result)) as Array<{ role: string }>;
+    const context = JSON.parse(toolText(result)) as Array<{ role: string }>;
     expect(context.slice(1).map(({ role }) => role)).to.deep.equal(['user']);
   });
 
@@ -103,7 +86,7 @@ describe('the MCP server at /mcp', function () {
     const result = await client.callTool({ name: 'svc-agent', arguments: { message: 'one two three four five six seven eight nine ten [[pace:60]]' } }, undefined, {
       onprogress: (progress) => notes.push({ progress: progress.progress, message: progress.message }),
     });
-    const text = textOf(result);
+    const text = toolText(result);
     expect(text).to.equal('Echo: one two three four five six seven eight nine ten [[pace:60]]');
     expect(notes.length).to.be.greaterThan(1);
     // Each carries the text since the one before; together they are the reply, and progress counts its characters.
@@ -121,7 +104,7 @@ describe('the MCP server at /mcp', function () {
       onmessage(message);
     };
     const result = await client.callTool({ name: 'svc-agent', arguments: { message: 'quietly [[pace:20]]' } });
-    expect(textOf(result)).to.equal('Echo: quietly [[pace:20]]');
+    expect(toolText(result)).to.equal('Echo: quietly [[pace:20]]');
     expect(seen).to.deep.equal([]);
   });
 
@@ -134,29 +117,29 @@ describe('the MCP server at /mcp', function () {
     await hanging;
     // The call's POST stays open: only notifications/cancelled, in a POST of its own, tells the turn.
     const next = await client.callTool({ name: 'svc-agent', arguments: { message: 'next' } }, undefined, { timeout: 5_000 });
-    expect(textOf(next)).to.equal('Echo: next');
+    expect(toolText(next)).to.equal('Echo: next');
   });
 
   it('answers a failed turn as a tool error when the LLM fails', async () => {
     const { client } = await connected();
     const result = await client.callTool({ name: 'svc-agent', arguments: { message: 'break [[error:503]]' } });
     expect(result.isError).to.equal(true);
-    expect(textOf(result)).to.match(/^Error: An error occurred during async LLM call: /);
+    expect(toolText(result)).to.match(/^Error: An error occurred during async LLM call: /);
   });
 
   it('answers a tool error naming the argument when the message is missing, empty or not a string', async () => {
     const { client } = await connected();
     const missing = await client.callTool({ name: 'svc-agent', arguments: {} });
     expect(missing.isError).to.equal(true);
-    expect(textOf(missing)).to.match(/'message' is required/);
+    expect(toolText(missing)).to.match(/'message' is required/);
     const empty = await client.callTool({ name: 'svc-agent', arguments: { message: '   ' } });
     expect(empty.isError).to.equal(true);
-    expect(textOf(empty)).to.match(/'message' must not be empty/);
+    expect(toolText(empty)).to.match(/'message' must not be empty/);
     const number = await client.callTool({ name: 'svc-agent', arguments: { message: 42 } });
-    expect(textOf(number)).to.match(/'message' must be a string, not number/);
+    expect(toolText(number)).to.match(/'message' must be a string, not number/);
     const extra = await client.callTool({ name: 'svc-agent', arguments: { message: 'hi', model: 'gpt' } });
     expect(extra.isError).to.equal(true);
-    expect(textOf(extra)).to.match(/Unknown argument: model/);
+    expect(toolText(extra)).to.match(/Unknown argument: model/);
     expect(harness.llm.requests).to.deep.equal([]);
   });
 
@@ -198,7 +181,7 @@ describe('the MCP server at /mcp', function () {
     expect(get.headers.get('allow')).to.equal('POST, DELETE');
     // The service still answers.
     const { client } = await connected();
-    expect(textOf(await client.callTool({ name: 'svc-agent', arguments: { message: 'still here' } }))).to.equal('Echo: still here');
+    expect(toolText(await client.callTool({ name: 'svc-agent', arguments: { message: 'still here' } }))).to.equal('Echo: still here');
   });
 
   it('answers a JSON-RPC method-not-found error when the method is not one of the server', async () => {

@@ -2,14 +2,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ElicitRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { startFakeLlm, type FakeLlm } from '../../../scripts/fake-llm-server.js';
 import { servePgliteOverSocket } from '../../support/databases.js';
 import { EVERYTHING_STDIO_YAML, mcpDeploymentFile } from '../../support/mcp-fixtures.js';
 import { createServerSchema } from '../../support/server-schema.js';
 import { startTestService, type TestService } from '../../support/service-harness.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { connectMcp, toolText, type McpConnection } from '../../support/mcp-client.js';
 
 /** A database two processes share; `notifies`: a NOTIFY reaches the other process's LISTEN. */
 type SharedDatabase = { name: string; notifies: boolean; open(): Promise<{ url: string; close(): Promise<void> }> };
@@ -32,24 +31,15 @@ if (process.env.TEST_DATABASE_URL) {
   });
 }
 
-function textOf(result: unknown): string {
-  return (result as CallToolResult).content.map((part) => (part.type === 'text' ? part.text : '')).join('');
-}
-
 /** The roles and contents after the system prompt of an `[[echo-context]]` reply. */
 function dialogueOf(result: unknown): Array<{ role: string; content: string }> {
-  return (JSON.parse(textOf(result)) as Array<{ role: string; content: string }>).slice(1).map(({ role, content }) => ({ role, content }));
+  return (JSON.parse(toolText(result)) as Array<{ role: string; content: string }>).slice(1).map(({ role, content }) => ({ role, content }));
 }
 
-async function connect(service: TestService, options: { sessionId?: string; fetch?: typeof fetch; elicits?: boolean } = {}): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
-  const transport = new StreamableHTTPClientTransport(new URL(`${service.service.url}/mcp`), {
-    ...(options.sessionId ? { sessionId: options.sessionId } : {}),
-    ...(options.fetch ? { fetch: options.fetch } : {}),
-  });
-  const client = new Client({ name: 'mcp-test', version: '1.0.0' }, options.elicits ? { capabilities: { elicitation: {} } } : {});
-  if (options.elicits) client.setRequestHandler(ElicitRequestSchema, () => ({ action: 'accept', content: { approve: true } }));
-  await client.connect(transport);
-  return { client, transport };
+/** A client of `service`; with `elicits`, one that approves every form. */
+function connect(service: TestService, options: { sessionId?: string; fetch?: typeof fetch; elicits?: boolean } = {}): Promise<McpConnection> {
+  const { elicits, ...rest } = options;
+  return connectMcp(service.service.url, { ...rest, ...(elicits ? { elicit: () => ({ action: 'accept', content: { approve: true } }) } : {}) });
 }
 
 describe('an MCP session after the service restarts on the same data folder', function () {
@@ -152,7 +142,7 @@ for (const shared of databases) {
       clients.push(client);
       const result = await client.callTool({ name: 'svc-agent', arguments: { message: 'Add them up [[tool:everything__get-sum {"a":2,"b":3}]]' } });
       expect(answersSent).to.deep.equal([second.service.url]);
-      expect(textOf(result)).to.match(/^Tool result: .*\b5\b/);
+      expect(toolText(result)).to.match(/^Tool result: .*\b5\b/);
     });
   });
 }

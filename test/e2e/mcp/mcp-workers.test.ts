@@ -4,19 +4,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import { Agent } from 'undici';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { ElicitRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { connectMcp, toolText } from '../../support/mcp-client.js';
 import { startFakeLlm, type FakeLlm } from '../../../scripts/fake-llm-server.js';
 import { EVERYTHING_STDIO_YAML, freePort, mcpDeploymentFile } from '../../support/mcp-fixtures.js';
 import { killToExit } from '../../support/run-to-exit.js';
 import { createServerSchema, type ServerSchema } from '../../support/server-schema.js';
 import { waitFor } from '../../support/wait-for.js';
-
-function textOf(result: unknown): string {
-  return (result as CallToolResult).content.map((part) => (part.type === 'text' ? part.text : '')).join('');
-}
 
 /** One JSON log line of the service. */
 type LogLine = { message?: string; process?: string };
@@ -87,16 +81,13 @@ describe('the MCP server on several workers (app.workers, PostgreSQL)', function
   }
 
   it('continues one MCP session on both workers, and runs a held call when the answer to its form reaches the other worker', async () => {
-    const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`), { fetch: newConnectionEach });
-    const client = new Client({ name: 'mcp-test', version: '1.0.0' }, { capabilities: { elicitation: {} } });
-    client.setRequestHandler(ElicitRequestSchema, () => ({ action: 'accept', content: { approve: true } }));
-    await client.connect(transport);
+    const { client } = await connectMcp(`http://127.0.0.1:${port}`, { fetch: newConnectionEach, elicit: () => ({ action: 'accept', content: { approve: true } }) });
     try {
       await client.callTool({ name: 'svc-agent', arguments: { message: 'My name is Ada' } });
       const context = await client.callTool({ name: 'svc-agent', arguments: { message: '[[echo-context]]' } });
-      expect(textOf(context)).to.include('My name is Ada');
+      expect(toolText(context)).to.include('My name is Ada');
       const summed = await client.callTool({ name: 'svc-agent', arguments: { message: 'Add them up [[tool:everything__get-sum {"a":2,"b":3}]]' } });
-      expect(textOf(summed)).to.match(/^Tool result: .*\b5\b/);
+      expect(toolText(summed)).to.match(/^Tool result: .*\b5\b/);
       // initialize and the three calls answered 200; notifications/initialized and the answer to the form 202.
       const count = (prefix: string) => mcpRequests().filter((entry) => entry.startsWith(prefix)).length;
       await waitFor(() => count('POST /mcp 200') === 4 && count('POST /mcp 202') === 2, 'the log lines of the requests');

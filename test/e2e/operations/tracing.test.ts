@@ -15,8 +15,7 @@ import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../../s
 import { runToExit } from '../../support/run-to-exit.js';
 import { startTestService, type TestService } from '../../support/service-harness.js';
 import { waitFor } from '../../support/wait-for.js';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { connectMcp } from '../../support/mcp-client.js';
 import { a2aClient, answerOf, asTask, sendRequest, userMessage } from '../../support/a2a-client.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -270,9 +269,7 @@ describe('OpenTelemetry traces', function () {
     }
 
     it('traces an MCP tool call\'s turn under its /mcp request, with the LLM call under the turn', async () => {
-      const transport = new StreamableHTTPClientTransport(new URL(`${harness.service.url}/mcp`), { requestInit: { headers: { Authorization: 'Bearer placeholder' } } });
-      const client = new Client({ name: 'tracing-test', version: '1.0.0' });
-      await client.connect(transport);
+      const { client } = await connectMcp(harness.service.url, { headers: { Authorization: 'Bearer placeholder' }, name: 'tracing-test' });
       try {
         const result = await client.callTool({ name: 'svc-agent', arguments: { message: 'Hello over MCP' } });
         expect(result.isError ?? false).to.equal(false);
