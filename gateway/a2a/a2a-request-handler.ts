@@ -19,7 +19,8 @@ import { cancelResponse } from '../responses/responses-background.js';
 import { conversationContinuation, type Continuation } from '../responses/responses-history.js';
 import type { StartBackground } from '../responses/responses-routes.js';
 import { checkSessionId } from '../http/text-rules.js';
-import { answerPiece, isSettledState, isTerminalState, ROUND_SEPARATOR, statusOf, statusUpdate, taskOf, taskStateOf, textOfParts } from './a2a-task-format.js';
+import { ROUND_SEPARATOR } from '../../runtime/sessions/turn-types.js';
+import { answerPiece, isSettledState, isTerminalState, statusOf, statusUpdate, taskOf, taskStateOf, textOfParts } from './a2a-task-format.js';
 
 /** What the A2A request handler runs on: the background responses (its tasks) and the sessions (its contexts). */
 export type A2AHandlerDeps = Pick<BackgroundResponseDeps, 'supervisor' | 'background' | 'runs' | 'limiter' | 'onError'> & {

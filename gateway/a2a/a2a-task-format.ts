@@ -1,13 +1,12 @@
 import { Role, TaskState, type Artifact, type Message, type Part, type StreamResponse, type Task, type TaskStatus } from '@a2a-js/sdk';
 import type { ResponseRecord } from '../../runtime/ports.js';
 import type { ApprovalWords } from '../../runtime/tools/approval-words.js';
+import { ROUND_SEPARATOR } from '../../runtime/sessions/turn-types.js';
 import { approvalQuestion, type ApprovalRequest } from '../../runtime/tools/tool-approvals.js';
 
 /** The id of the one artifact a task has: the agent's answer, its texts joined. */
 export const ANSWER_ARTIFACT_ID = 'answer';
 
-/** Between the texts of an answer's rounds (its LLM calls split by tool calls), as chat joins them. */
-export const ROUND_SEPARATOR = '\n\n';
 
 /** A response's body fields a task is read from. */
 type Body = { status?: unknown; output?: unknown; error?: unknown };

@@ -2,6 +2,7 @@ import type { Response } from 'express';
 import { ElicitResultSchema, ErrorCode, McpError, type CallToolRequest, type CallToolResult, type ElicitRequestFormParams, type ServerNotification, type ServerRequest } from '@modelcontextprotocol/sdk/types.js';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { Supervisor, TurnHandlers, TurnOutcome, TurnRequest } from '../../runtime/sessions/supervisor.js';
+import { ROUND_SEPARATOR } from '../../runtime/sessions/turn-types.js';
 import type { ApprovalWords } from '../../runtime/tools/approval-words.js';
 import { approvalQuestion, type ApprovalAnswer, type ApprovalRequest } from '../../runtime/tools/tool-approvals.js';
 import { admitTurn } from '../chat/chat-route.js';
@@ -39,9 +40,6 @@ export type AgentCallContext = {
 };
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
-
-/** Reply pieces of one call's turns are joined as the turn path joins its rounds. */
-const SEPARATOR = '\n\n';
 
 /**
  * Answers a `tools/call` of the agent tool: the message is one user turn of the MCP session's
@@ -92,7 +90,7 @@ export async function callAgent(deps: AgentCallDeps, context: AgentCallContext, 
       outcome = await deps.supervisor.runTurn({ ...base, approvals: answers }, handlers);
     }
     await progress?.flush();
-    const text = [...said.filter((piece) => piece !== ''), outcome.content].join(SEPARATOR);
+    const text = [...said.filter((piece) => piece !== ''), outcome.content].join(ROUND_SEPARATOR);
     return outcome.failure ? toolError(text) : { content: [{ type: 'text', text }] };
   } catch (error) {
     await progress?.flush();
@@ -142,7 +140,7 @@ function withoutQuestion(outcome: TurnOutcome, words: ApprovalWords): string {
   const question = approvalQuestion(outcome.approvalRequests, words);
   const { content } = outcome;
   if (content === question) return '';
-  return content.endsWith(`${SEPARATOR}${question}`) ? content.slice(0, -(question.length + SEPARATOR.length)) : content;
+  return content.endsWith(`${ROUND_SEPARATOR}${question}`) ? content.slice(0, -(question.length + ROUND_SEPARATOR.length)) : content;
 }
 
 function toolError(text: string): CallToolResult {

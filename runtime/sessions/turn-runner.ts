@@ -25,6 +25,7 @@ import {
   LLM_FAILURE_PREFIX,
   PRIVATE_STEP_ROLE,
   REASONING_ROLE,
+  ROUND_SEPARATOR,
   type SupervisorSettings,
   type TurnHandlers,
   type TurnOutcome,
@@ -102,9 +103,6 @@ type ActiveTurn = {
   /** The turn's span (tracing on): its LLM and tool calls' spans are its children. */
   span: TurnSpan | undefined;
 };
-
-/** Between the texts of the LLM rounds of one turn (before and after tool calls). */
-const ROUND_SEPARATOR = '\n\n';
 
 /**
  * Runs one planned turn on the session's actor: stores the user's turns, drives the actor

@@ -135,6 +135,9 @@ export type ToolActivity =
   | { phase: 'started'; call: ToolCall; approvalRequestId?: string }
   | { phase: 'finished'; call: ToolCall; result: ToolCallResult; approvalRequestId?: string };
 
+/** Between the texts (and the reasoning) of the LLM rounds of one turn, before and after tool calls. */
+export const ROUND_SEPARATOR = '\n\n';
+
 /**
  * What a turn did, in order: the reasoning and the text of each LLM round that had any, and
  * each call of the service's own tools with its result. A text after an earlier one starts
