@@ -1,9 +1,9 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { McpServerConfig } from '../../config/mcp-server-schema.js';
 import { abortable } from '../abortable.js';
+import { mcpClientSdk, type McpClientSdk } from './mcp-client-sdk.js';
 import { ProcessGroupStdioTransport } from './mcp-stdio-transport.js';
 import { errorText } from './mcp-tool-results.js';
 
@@ -51,18 +51,20 @@ export class McpConnection {
     private readonly client: Client,
     private readonly transport: Transport,
     private readonly options: McpConnectionOptions,
+    private readonly sdk: McpClientSdk,
   ) {}
 
   /** Starts the server (stdio) or opens the session (http), initialises it and lists its tools. */
   static async open(options: McpConnectionOptions): Promise<McpConnection> {
-    const transport = createTransport(options);
-    const client = new Client(CLIENT_INFO, {
+    const sdk = await mcpClientSdk.load();
+    const transport = createTransport(options, sdk);
+    const client = new sdk.Client(CLIENT_INFO, {
       capabilities: {},
       ...(options.listTools && options.onToolsChanged
         ? { listChanged: { tools: { autoRefresh: false, debounceMs: 100, onChanged: () => void connection.refreshTools() } } }
         : {}),
     });
-    const connection = new McpConnection(client, transport, options);
+    const connection = new McpConnection(client, transport, options, sdk);
     client.onclose = () => connection.handleClose();
     // Transport hiccups (stray messages, a dropped notification stream) surface as failed calls where they matter.
     client.onerror = () => {};
@@ -119,7 +121,7 @@ export class McpConnection {
   async close(): Promise<void> {
     if (this.isClosed) return;
     this.isClosed = true;
-    if (this.isOpen && this.transport instanceof StreamableHTTPClientTransport) {
+    if (this.isOpen && this.transport instanceof this.sdk.StreamableHTTPClientTransport) {
       // Let the server free the session; a server that is down must not hold up the close.
       await Promise.race([this.transport.terminateSession().catch(() => {}), delay(1000)]);
     }
@@ -165,24 +167,19 @@ export class McpConnection {
   }
 }
 
-function createTransport(options: McpConnectionOptions): Transport {
+function createTransport(options: McpConnectionOptions, sdk: McpClientSdk): Transport {
   const { config, accessToken } = options;
   if (config.transport === 'stdio') {
     const tokenEnv: Record<string, string> = accessToken === undefined ? {} : { MCP_USER_ACCESS_TOKEN: accessToken, ACCESS_TOKEN: accessToken };
-    return new ProcessGroupStdioTransport({
-      command: config.command,
-      args: config.args,
-      env: { ...config.env, ...tokenEnv },
-      cwd: config.cwd,
-      killGraceMs: options.killGraceMs,
-    });
+    const params = { command: config.command, args: config.args, env: { ...config.env, ...tokenEnv }, cwd: config.cwd, killGraceMs: options.killGraceMs };
+    return new ProcessGroupStdioTransport(params, sdk);
   }
   const headers: Record<string, string> = { ...config.headers };
   if (accessToken !== undefined) {
     for (const name of Object.keys(headers)) if (name.toLowerCase() === 'authorization') delete headers[name];
     headers.Authorization = `Bearer ${accessToken}`;
   }
-  return new StreamableHTTPClientTransport(new URL(config.url), { requestInit: { headers }, fetch: fetchWithTraceparent });
+  return new sdk.StreamableHTTPClientTransport(new URL(config.url), { requestInit: { headers }, fetch: fetchWithTraceparent });
 }
 
 /** The `traceparent` a tool call carries in its `_meta` (the last one in the body: `_meta` ends the call's params). */

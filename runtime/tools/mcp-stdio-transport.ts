@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
+import type { ReadBuffer } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { McpClientSdk } from './mcp-client-sdk.js';
 
 /** How to start a tool server process. */
 export type StdioProcessParams = {
@@ -84,7 +84,7 @@ export class ProcessGroupStdioTransport implements Transport {
   onmessage?: <T extends JSONRPCMessage>(message: T) => void;
 
   private child: ChildProcess | undefined;
-  private readonly readBuffer = new ReadBuffer();
+  private readonly readBuffer: ReadBuffer;
   private readonly stderrLines: string[] = [];
   private stderrPartial = '';
   private exited: Promise<void> = Promise.resolve();
@@ -94,8 +94,13 @@ export class ProcessGroupStdioTransport implements Transport {
   private reaping: Promise<void> | undefined;
   private readonly killGraceMs: number;
 
-  constructor(private readonly params: StdioProcessParams) {
+  constructor(
+    private readonly params: StdioProcessParams,
+    /** The SDK's stdio framing and safe environment (the transport is the SDK's but for the process group). */
+    private readonly sdk: Pick<McpClientSdk, 'ReadBuffer' | 'serializeMessage' | 'getDefaultEnvironment'>,
+  ) {
     this.killGraceMs = params.killGraceMs ?? 1000;
+    this.readBuffer = new sdk.ReadBuffer();
   }
 
   /** The child's pid (also its process group id) once started. */
@@ -119,7 +124,7 @@ export class ProcessGroupStdioTransport implements Transport {
     if (this.child) throw new Error('ProcessGroupStdioTransport already started');
     return new Promise((resolve, reject) => {
       const child = spawn(this.params.command, this.params.args ?? [], {
-        env: { ...getDefaultEnvironment(), ...this.params.env },
+        env: { ...this.sdk.getDefaultEnvironment(), ...this.params.env },
         cwd: this.params.cwd,
         stdio: ['pipe', 'pipe', 'pipe'],
         // Its own process group, so close() can signal the server and everything it started.
@@ -173,7 +178,7 @@ export class ProcessGroupStdioTransport implements Transport {
     const stdin = this.child?.stdin;
     if (!stdin || stdin.destroyed || this.isClosing) throw new Error('Not connected');
     await new Promise<void>((resolve, reject) => {
-      stdin.write(serializeMessage(message), (error) => (error ? reject(error) : resolve()));
+      stdin.write(this.sdk.serializeMessage(message), (error) => (error ? reject(error) : resolve()));
     });
   }
 

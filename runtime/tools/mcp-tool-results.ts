@@ -1,4 +1,5 @@
-import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { mcpClientSdk } from './mcp-client-sdk.js';
 
 /** Parsed `function.arguments`, or why they cannot be used. */
 export type ParsedArguments = { ok: true; value: Record<string, unknown> } | { ok: false; message: string };
@@ -51,11 +52,13 @@ export function describeCallFailure(
 ): CallFailure {
   const { server, tool } = context;
   if (context.cancelled) return { message: `the call to ${tool} was cancelled`, restart: false };
-  if (error instanceof McpError) {
-    if (error.code === ErrorCode.RequestTimeout) {
+  // An McpError comes from a connection, which loaded the SDK.
+  const sdk = mcpClientSdk.loaded;
+  if (sdk && error instanceof sdk.McpError) {
+    if (error.code === sdk.ErrorCode.RequestTimeout) {
       return { message: `tool ${tool} on server ${server} did not answer within ${context.timeoutMs} ms`, restart: true };
     }
-    if (error.code === ErrorCode.ConnectionClosed) {
+    if (error.code === sdk.ErrorCode.ConnectionClosed) {
       const why = context.exitReason ? `: ${context.exitReason}` : '';
       return { message: `server ${server} closed the connection during the call to ${tool}${why}`, restart: true };
     }

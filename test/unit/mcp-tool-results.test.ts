@@ -1,6 +1,7 @@
 import { expect } from 'chai';
-import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
+import { mcpClientSdk, type McpClientSdk } from '../../runtime/tools/mcp-client-sdk.js';
 import { describeCallFailure, formatToolContent, parseToolArguments } from '../../runtime/tools/mcp-tool-results.js';
 
 const context = { server: 'srv', tool: 'do-it', timeoutMs: 500, cancelled: false };
@@ -54,6 +55,13 @@ describe('formatToolContent', () => {
 });
 
 describe('describeCallFailure', () => {
+  // The errors a connection meets: made by the SDK the service loads.
+  let McpError: McpClientSdk['McpError'];
+  let ErrorCode: McpClientSdk['ErrorCode'];
+  before(async () => {
+    ({ McpError, ErrorCode } = await mcpClientSdk.load());
+  });
+
   it('reports a cancellation without a restart when the call was cancelled', () => {
     const failure = describeCallFailure(new McpError(ErrorCode.RequestTimeout, 'aborted'), { ...context, cancelled: true });
     expect(failure).to.deep.equal({ message: 'the call to do-it was cancelled', restart: false });
