@@ -1,5 +1,5 @@
 import type { Response } from 'express';
-import { ElicitResultSchema, ErrorCode, McpError, type CallToolRequest, type CallToolResult, type ElicitRequestFormParams, type ServerNotification, type ServerRequest } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolRequest, CallToolResult, ElicitRequestFormParams, ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { Supervisor, TurnHandlers, TurnOutcome, TurnRequest } from '../../runtime/sessions/supervisor.js';
 import { ROUND_SEPARATOR } from '../../runtime/sessions/turn-types.js';
@@ -9,6 +9,7 @@ import { admitTurn } from '../chat/chat-route.js';
 import { toServiceError } from '../http/error-handler.js';
 import type { UsageLimiter } from '../http/usage-limits.js';
 import { AGENT_TOOL_NAME, messageOf } from './agent-tool.js';
+import type { McpServerSdk } from './mcp-server-sdk.js';
 import { ProgressReporter } from './progress-reporter.js';
 
 /** What a call of the agent tool runs on. */
@@ -25,6 +26,8 @@ export type AgentCallDeps = {
   elicitationTimeoutMs: number;
   /** Told of a failure that is the service's fault (the call answers it as a tool error). */
   onError?: (error: Error) => void;
+  /** The protocol's errors and schemas. */
+  sdk: McpServerSdk;
 };
 
 /** Who calls, in which conversation, over which HTTP response. */
@@ -51,6 +54,7 @@ type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
  */
 export async function callAgent(deps: AgentCallDeps, context: AgentCallContext, request: CallToolRequest, extra: Extra): Promise<CallToolResult> {
   const { name } = request.params;
+  const { McpError, ErrorCode } = deps.sdk;
   if (name !== AGENT_TOOL_NAME) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: '${name}'. This server has one tool, '${AGENT_TOOL_NAME}'.`);
   const parsed = messageOf(request.params.arguments);
   if ('problem' in parsed) return toolError(parsed.problem);
@@ -84,7 +88,7 @@ export async function callAgent(deps: AgentCallDeps, context: AgentCallContext, 
   try {
     let outcome = await deps.supervisor.runTurn({ ...base, messages: [{ role: 'user', content: parsed.message }] }, handlers);
     while (context.elicits && outcome.approvalRequests.length > 0 && !signal.aborted) {
-      const answers = await askApprovals(outcome.approvalRequests, extra, deps.elicitationTimeoutMs);
+      const answers = await askApprovals(outcome.approvalRequests, extra, deps);
       if (!answers) break;
       said.push(withoutQuestion(outcome, deps.approvalWords));
       outcome = await deps.supervisor.runTurn({ ...base, approvals: answers }, handlers);
@@ -105,12 +109,12 @@ export async function callAgent(deps: AgentCallDeps, context: AgentCallContext, 
  * user cancelled a form, or the client did not answer: the calls stay pending and the question
  * is the result.
  */
-async function askApprovals(requests: readonly ApprovalRequest[], extra: Extra, timeoutMs: number): Promise<ApprovalAnswer[] | undefined> {
+async function askApprovals(requests: readonly ApprovalRequest[], extra: Extra, deps: Pick<AgentCallDeps, 'sdk' | 'elicitationTimeoutMs'>): Promise<ApprovalAnswer[] | undefined> {
   const answers: ApprovalAnswer[] = [];
   for (const request of requests) {
     let result;
     try {
-      result = await extra.sendRequest({ method: 'elicitation/create', params: approvalForm(request) }, ElicitResultSchema, { timeout: timeoutMs });
+      result = await extra.sendRequest({ method: 'elicitation/create', params: approvalForm(request) }, deps.sdk.ElicitResultSchema, { timeout: deps.elicitationTimeoutMs });
     } catch {
       return undefined;
     }

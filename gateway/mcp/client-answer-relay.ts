@@ -1,16 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import {
-  CancelledNotificationSchema,
-  isJSONRPCErrorResponse,
-  isJSONRPCNotification,
-  isJSONRPCRequest,
-  isJSONRPCResultResponse,
-  type JSONRPCMessage,
-  type JSONRPCResponse,
-  type RequestId,
-} from '@modelcontextprotocol/sdk/types.js';
+import type { JSONRPCMessage, JSONRPCResponse, RequestId } from '@modelcontextprotocol/sdk/types.js';
 import type { NotificationChannel } from '../../runtime/ports.js';
+import type { McpServerSdk } from './mcp-server-sdk.js';
 
 /** A message of the client that concerns a request in flight: its answer to a request of the service, or its cancellation of one of its own. */
 export type ClientFollowUp = JSONRPCResponse | (JSONRPCMessage & { method: 'notifications/cancelled' });
@@ -38,7 +30,11 @@ export class ClientAnswerRelay {
   private readonly waiting = new Map<string, Waiting>();
   private stopListening?: () => Promise<void>;
 
-  constructor(private readonly channel?: NotificationChannel) {}
+  constructor(
+    /** The protocol's message guards and schemas. */
+    private readonly sdk: McpServerSdk,
+    private readonly channel?: NotificationChannel,
+  ) {}
 
   /** Listens for follow-ups that other processes received. */
   async start(): Promise<void> {
@@ -63,7 +59,7 @@ export class ClientAnswerRelay {
     for (const key of keys) this.waiting.set(key, { session, deliver: (message) => transport.onmessage?.(message) });
     const send = transport.send.bind(transport);
     transport.send = (message, options) => {
-      if (!isJSONRPCRequest(message)) return send(message, options);
+      if (!this.sdk.isJSONRPCRequest(message)) return send(message, options);
       const id = `svc-${randomUUID()}`;
       keys.push(id);
       this.waiting.set(id, {
@@ -92,30 +88,32 @@ export class ClientAnswerRelay {
     this.stopListening = undefined;
   }
 
+  /** True when a client's message concerns a request in flight (see ClientFollowUp). */
+  isFollowUp(message: JSONRPCMessage): message is ClientFollowUp {
+    const { isJSONRPCResultResponse, isJSONRPCErrorResponse, isJSONRPCNotification } = this.sdk;
+    if (isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) return true;
+    return isJSONRPCNotification(message) && message.method === 'notifications/cancelled';
+  }
+
   private deliverHere(session: string, message: ClientFollowUp): boolean {
-    const key = keyOf(session, message);
+    const key = this.keyOf(session, message);
     const waiting = key === undefined ? undefined : this.waiting.get(key);
     // A follow-up from another session (or user) is not this request's, whatever id it names.
     if (!waiting || waiting.session !== session) return false;
     waiting.deliver(message);
     return true;
   }
-}
 
-/** True when a client's message concerns a request in flight (see ClientFollowUp). */
-export function isFollowUp(message: JSONRPCMessage): message is ClientFollowUp {
-  if (isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) return true;
-  return isJSONRPCNotification(message) && message.method === 'notifications/cancelled';
-}
-
-function keyOf(session: string, message: ClientFollowUp): string | undefined {
-  if ('method' in message) {
-    const parsed = CancelledNotificationSchema.safeParse(message);
-    const requestId = parsed.success ? parsed.data.params.requestId : undefined;
-    return requestId === undefined ? undefined : cancelKey(session, requestId);
+  private keyOf(session: string, message: ClientFollowUp): string | undefined {
+    if ('method' in message) {
+      const parsed = this.sdk.CancelledNotificationSchema.safeParse(message);
+      const requestId = parsed.success ? parsed.data.params.requestId : undefined;
+      return requestId === undefined ? undefined : cancelKey(session, requestId);
+    }
+    return typeof message.id === 'string' ? message.id : undefined;
   }
-  return typeof message.id === 'string' ? message.id : undefined;
 }
+
 
 function cancelKey(session: string, requestId: RequestId): string {
   return `cancel ${session} ${JSON.stringify(requestId)}`;

@@ -48,8 +48,7 @@ import { CallLog } from '../../runtime/observability/call-log.js';
 import { createWebhooksRouter } from '../webhooks/webhooks-routes.js';
 import { logRuntimeEvents } from './log-events.js';
 import { createOAuthSetup, type OAuthSetup } from '../auth/oauth-setup.js';
-import { createMcpRouter } from '../mcp/mcp-routes.js';
-import { ClientAnswerRelay } from '../mcp/client-answer-relay.js';
+import { createMcpRoutes } from '../mcp/mcp-routes.js';
 import { createNotificationChannel } from '../../storage/notification-channel.js';
 
 /** At shutdown, how long cancelled turns may take to store how they ended. */
@@ -273,9 +272,6 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     { ttlMs: config.sessions.idempotency_ttl_s * 1000, leaseMs: config.sessions.lease_ms },
     (what, error) => logger.warn(`idempotency keys: could not ${what}: ${error instanceof Error ? error.message : String(error)}`),
   );
-  // MCP clients' answers to elicitations reach the worker or instance whose call asked.
-  const mcpRelay = new ClientAnswerRelay(createNotificationChannel(database, 'svc_mcp_follow_ups'));
-  await mcpRelay.start();
   let port = config.app.port;
   const limiter = createUsageLimiter(config.limits, logger);
   const defaults = {
@@ -310,6 +306,22 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     cardSource: { graph, tools: () => tools.definitions(), needsKey: apiKeys.enabled },
     bodyLimit: config.app.body_limit,
     defaultUserId: defaults.userId,
+  });
+  const mcp = createMcpRoutes({
+    supervisor,
+    limiter,
+    defaults,
+    defaultUserId: defaults.userId,
+    approvalWords: supervisorSettingsOf(config).approvalWords,
+    progressIntervalMs: MCP_PROGRESS_INTERVAL_MS,
+    elicitationTimeoutMs: MCP_ELICITATION_TIMEOUT_MS,
+    onError: (error) => logger.error(`MCP tool call failed: ${error.message}`, { stack: error.stack }),
+    graph,
+    // MCP clients' answers to elicitations reach the worker or instance whose call asked.
+    followUps: createNotificationChannel(database, 'svc_mcp_follow_ups'),
+    sessions: stores.sessions,
+    deletion: { supervisor, sessions: stores.sessions, conversations: stores.conversations, memories: stores.memories, calls, steps: stores.turnSteps },
+    bodyLimit: config.app.body_limit,
   });
   const app = createApp({
     tracing,
@@ -357,21 +369,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     webhooksRouter: createWebhooksRouter({ store: webhookStore, policy: webhookPolicy, onChange: () => webhooks.refresh() }),
     metrics,
     inspectRouter: inspectRoutes.router,
-    mcpRouter: createMcpRouter({
-      supervisor,
-      limiter,
-      defaults,
-      defaultUserId: defaults.userId,
-      approvalWords: supervisorSettingsOf(config).approvalWords,
-      progressIntervalMs: MCP_PROGRESS_INTERVAL_MS,
-      elicitationTimeoutMs: MCP_ELICITATION_TIMEOUT_MS,
-      onError: (error) => logger.error(`MCP tool call failed: ${error.message}`, { stack: error.stack }),
-      graph,
-      relay: mcpRelay,
-      sessions: stores.sessions,
-      deletion: { supervisor, sessions: stores.sessions, conversations: stores.conversations, memories: stores.memories, calls, steps: stores.turnSteps },
-      bodyLimit: config.app.body_limit,
-    }),
+    mcpRouter: mcp.router,
     a2a,
   });
   // Responses left running by a process that stopped are taken over now (the routes know how to
@@ -415,7 +413,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
       await writer.flush();
       // Every lease was given back through the writer; none is renewed from now on.
       await leases?.close();
-      await mcpRelay.close();
+      await mcp.close();
       writer.close();
       stopLogging();
       metrics?.close();

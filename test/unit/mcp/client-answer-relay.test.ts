@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import { ClientAnswerRelay, isFollowUp } from '../../../gateway/mcp/client-answer-relay.js';
+import { ClientAnswerRelay } from '../../../gateway/mcp/client-answer-relay.js';
+import { mcpServerSdk, type McpServerSdk } from '../../../gateway/mcp/mcp-server-sdk.js';
 import type { NotificationChannel } from '../../../runtime/ports.js';
 
 /** A channel that reaches every relay subscribed to it, as NOTIFY reaches every process. */
@@ -44,8 +45,13 @@ function fakeTransport(): Transport & { sent: JSONRPCMessage[]; received: JSONRP
 const ELICIT = { jsonrpc: '2.0', id: 0, method: 'elicitation/create', params: { message: 'May it?', requestedSchema: { type: 'object', properties: {} } } } as const;
 
 describe('ClientAnswerRelay', () => {
+  let sdk: McpServerSdk;
+  before(async () => {
+    sdk = await mcpServerSdk.load();
+  });
+
   it("sends the server's requests under service-wide ids and hands the answer back under the request's own", async () => {
-    const relay = new ClientAnswerRelay();
+    const relay = new ClientAnswerRelay(sdk);
     const transport = fakeTransport();
     relay.attach(transport, 'session-1', []);
     await transport.send(ELICIT);
@@ -59,8 +65,8 @@ describe('ClientAnswerRelay', () => {
 
   it('carries an answer to the relay of another process over the channel', async () => {
     const channel = sharedChannel();
-    const asking = new ClientAnswerRelay(channel);
-    const receiving = new ClientAnswerRelay(channel);
+    const asking = new ClientAnswerRelay(sdk, channel);
+    const receiving = new ClientAnswerRelay(sdk, channel);
     await asking.start();
     await receiving.start();
     const transport = fakeTransport();
@@ -75,7 +81,7 @@ describe('ClientAnswerRelay', () => {
   });
 
   it('carries a cancellation to the request it names, in its MCP session only', async () => {
-    const relay = new ClientAnswerRelay();
+    const relay = new ClientAnswerRelay(sdk);
     const transport = fakeTransport();
     relay.attach(transport, 'session-1', [7]);
     const cancel = { jsonrpc: '2.0' as const, method: 'notifications/cancelled' as const, params: { requestId: 7, reason: 'timed out' } };
@@ -86,7 +92,7 @@ describe('ClientAnswerRelay', () => {
   });
 
   it('delivers nothing from another MCP session, nor once the request is over', async () => {
-    const relay = new ClientAnswerRelay();
+    const relay = new ClientAnswerRelay(sdk);
     const transport = fakeTransport();
     const detach = relay.attach(transport, 'session-1', []);
     await transport.send(ELICIT);
@@ -99,10 +105,11 @@ describe('ClientAnswerRelay', () => {
   });
 
   it('tells answers and cancellations from the other messages of a client', () => {
-    expect(isFollowUp({ jsonrpc: '2.0', id: 'svc-1', result: {} })).to.equal(true);
-    expect(isFollowUp({ jsonrpc: '2.0', id: 'svc-1', error: { code: -1, message: 'no' } })).to.equal(true);
-    expect(isFollowUp({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1 } })).to.equal(true);
-    expect(isFollowUp({ jsonrpc: '2.0', method: 'notifications/initialized' })).to.equal(false);
-    expect(isFollowUp({ jsonrpc: '2.0', id: 1, method: 'tools/list' })).to.equal(false);
+    const relay = new ClientAnswerRelay(sdk);
+    expect(relay.isFollowUp({ jsonrpc: '2.0', id: 'svc-1', result: {} })).to.equal(true);
+    expect(relay.isFollowUp({ jsonrpc: '2.0', id: 'svc-1', error: { code: -1, message: 'no' } })).to.equal(true);
+    expect(relay.isFollowUp({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1 } })).to.equal(true);
+    expect(relay.isFollowUp({ jsonrpc: '2.0', method: 'notifications/initialized' })).to.equal(false);
+    expect(relay.isFollowUp({ jsonrpc: '2.0', id: 1, method: 'tools/list' })).to.equal(false);
   });
 });
