@@ -96,7 +96,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
   }
   // Checked before anything opens; it connects once the service listens.
   const inspector = config.inspect.websocket_url
-    ? createXStateInspector({
+    ? await createXStateInspector({
         url: config.inspect.websocket_url,
         autoStart: false,
         onError: (error) => logger.warn(`XState inspector: an event was not sent: ${error.message}`),

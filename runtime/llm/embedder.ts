@@ -1,7 +1,8 @@
-import OpenAI from 'openai';
+import type OpenAI from 'openai';
 import { ConfigError } from '../../config/load-config.js';
 import { hashedEmbedding } from './hashed-embedding.js';
 import type { EmbedderRecord, EmbedderRecordStore } from '../ports.js';
+import { lazyModule } from '../lazy-module.js';
 
 /** Turns texts into vectors of a fixed dimension. */
 export type Embedder = {
@@ -26,13 +27,20 @@ export function createLocalEmbedder(dimensions: number): Embedder {
   return { source: 'local', embed: async (texts) => texts.map((text) => hashedEmbedding(text, dimensions)) };
 }
 
+/** The `openai` SDK, loaded by the first embedding asked of the LLM server (turns call the LLM server without it). */
+const openaiSdk = lazyModule(() => import('openai'));
+
 /** The LLM server's /v1/embeddings; a vector of another size than configured is an error. */
 export function createLlmEmbedder(options: Omit<EmbedderOptions, 'mode'>): Embedder {
-  const sdk = new OpenAI({ baseURL: options.baseUrl, apiKey: options.apiKey, maxRetries: 0, timeout: options.timeoutMs });
+  let client: OpenAI | undefined;
   return {
     source: 'llm',
     async embed(texts, signal) {
-      const response = await sdk.embeddings.create({ model: options.model, input: texts, encoding_format: 'float' }, { signal });
+      if (!client) {
+        const { default: OpenAIClient } = await openaiSdk.load();
+        client ??= new OpenAIClient({ baseURL: options.baseUrl, apiKey: options.apiKey, maxRetries: 0, timeout: options.timeoutMs });
+      }
+      const response = await client.embeddings.create({ model: options.model, input: texts, encoding_format: 'float' }, { signal });
       const vectors = [...response.data].sort((a, b) => a.index - b.index).map((item) => item.embedding);
       const wrong = vectors.find((vector) => vector.length !== options.dimensions);
       if (wrong) {

@@ -1,7 +1,11 @@
-import { createInspector, type StatelyInspectionEvent } from '@statelyai/inspect';
+import type { StatelyInspectionEvent } from '@statelyai/inspect';
 import { WebSocket } from 'undici';
 import type { InspectionEvent } from 'xstate';
 import { ConfigError } from '../../config/load-config.js';
+import { lazyModule } from '../lazy-module.js';
+
+/** `@statelyai/inspect`, loaded only by a service that sends its actors to an inspector. */
+const statelyInspect = lazyModule(() => import('@statelyai/inspect'));
 
 /** What the XState inspector is built from. */
 export type XStateInspectorOptions = {
@@ -34,12 +38,13 @@ const MAX_RETRY_MS = 30_000;
  * `createWebSocketInspector` cannot be stopped while its URL is unreachable: it retries every
  * 5 s forever, `stop()` included, on a timer that keeps the process alive. This socket retries
  * with back-off on an unref'd timer, holds a bounded queue meanwhile, and stops for good.
- * Throws a ConfigError for a URL that is not ws:// or wss://.
+ * Rejects with a ConfigError for a URL that is not ws:// or wss://.
  */
-export function createXStateInspector(options: XStateInspectorOptions): XStateInspector {
+export async function createXStateInspector(options: XStateInspectorOptions): Promise<XStateInspector> {
   const url = checkInspectorUrl(options.url);
   const onError = options.onError ?? (() => {});
   const socket = new InspectorSocket(url, onError);
+  const { createInspector } = await statelyInspect.load();
   const inspector = createInspector(socket);
   if (options.autoStart !== false) socket.start();
   return {
