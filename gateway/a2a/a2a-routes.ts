@@ -1,16 +1,14 @@
 import express, { Router, type ErrorRequestHandler, type Request, type RequestHandler, type Response } from 'express';
 import type { User } from '@a2a-js/sdk/server';
-import { AgentCard, A2A_VERSION_HEADER } from '@a2a-js/sdk';
-import { legacyAgentCardRouter } from '@a2a-js/sdk/compat/v0_3/server/express';
-import { jsonRpcHandler } from '@a2a-js/sdk/server/express';
 import { isServiceError } from '../../runtime/service-error.js';
 import { userOf } from '../http/acting-user.js';
 import { holdToTextRules } from '../http/text-rules.js';
 import { A2AHandler, type A2AHandlerDeps } from './a2a-request-handler.js';
+import { a2aSdk } from './a2a-sdk.js';
 import { agentCardOf, type AgentCardSource } from './agent-card.js';
 
 /** What the A2A routes need. */
-export type A2ARoutesDeps = Omit<A2AHandlerDeps, 'card'> & {
+export type A2ARoutesDeps = Omit<A2AHandlerDeps, 'card' | 'sdk'> & {
   cardSource: AgentCardSource;
   /** `app.body_limit`. */
   bodyLimit: string;
@@ -43,25 +41,27 @@ export class ActingUser implements User {
  * The A2A server: `card` serves the agent card (public, as the specification requires: mount
  * it before the API key check), `rpc` the JSON-RPC endpoint (mount it at `A2A_PATH` behind
  * the key check and before the app's body parser, so a body that is not JSON is a JSON-RPC
- * parse error, not the OpenAI error the other routes answer).
+ * parse error, not the OpenAI error the other routes answer). The SDK is loaded by the first
+ * request to either.
  */
 export function createA2ARoutes(deps: A2ARoutesDeps): { card: RequestHandler; rpc: Router } {
-  const handler = new A2AHandler({ ...deps, card: () => agentCardOf(deps.cardSource, '') });
   const card: RequestHandler = (req, res, next) => {
-    // The card names the endpoint as the client reached it (behind a proxy, as `trust proxy` lets Express see it).
-    const cardHere = agentCardOf(deps.cardSource, baseUrlOf(req));
-    // A 0.3 client (or one naming no version) gets the SDK's 0.3 translation; the others the 1.0 card.
-    const legacy = legacyAgentCardRouter({ agentCardProvider: () => Promise.resolve(cardHere), cache: { maxAge: CARD_MAX_AGE_S } });
-    // It passes a request of another version on (`next('router')`, which reaches here as no error).
-    void legacy(req, res, (error?: unknown) => {
-      if (error && error !== 'router') {
-        next(error);
-        return;
-      }
-      // Its JSON form, as the specification gives it (the SDK's own 1.0 card handler sends the
-      // in-memory form, whose security schemes no client reads: `{ scheme: { $case, value } }`).
-      res.set('Cache-Control', `public, max-age=${CARD_MAX_AGE_S}`).append('Vary', A2A_VERSION_HEADER).json(AgentCard.toJSON(cardHere));
-    });
+    a2aSdk.load().then(({ legacyAgentCardRouter, AgentCard, A2A_VERSION_HEADER }) => {
+      // The card names the endpoint as the client reached it (behind a proxy, as `trust proxy` lets Express see it).
+      const cardHere = agentCardOf(deps.cardSource, baseUrlOf(req));
+      // A 0.3 client (or one naming no version) gets the SDK's 0.3 translation; the others the 1.0 card.
+      const legacy = legacyAgentCardRouter({ agentCardProvider: () => Promise.resolve(cardHere), cache: { maxAge: CARD_MAX_AGE_S } });
+      // It passes a request of another version on (`next('router')`, which reaches here as no error).
+      void legacy(req, res, (error?: unknown) => {
+        if (error && error !== 'router') {
+          next(error);
+          return;
+        }
+        // Its JSON form, as the specification gives it (the SDK's own 1.0 card handler sends the
+        // in-memory form, whose security schemes no client reads: `{ scheme: { $case, value } }`).
+        res.set('Cache-Control', `public, max-age=${CARD_MAX_AGE_S}`).append('Vary', A2A_VERSION_HEADER).json(AgentCard.toJSON(cardHere));
+      });
+    }).catch(next);
   };
   const rpc = Router();
   rpc.use(express.json({ limit: deps.bodyLimit, type: () => true, strict: false }), bodyErrors);
@@ -74,13 +74,19 @@ export function createA2ARoutes(deps: A2ARoutesDeps): { card: RequestHandler; rp
       next();
     }),
   );
-  rpc.use(
-    jsonRpcHandler({
-      requestHandler: handler,
-      userBuilder: (req) => Promise.resolve((req.res as Response).locals.a2aUser as ActingUser),
-      legacyCompat: { enabled: true },
-    }),
-  );
+  // The SDK's JSON-RPC transport over the handler, made once the SDK is loaded.
+  let transport: RequestHandler | undefined;
+  rpc.use((req, res, next) => {
+    if (transport) return transport(req, res, next);
+    a2aSdk.load().then((sdk) => {
+      transport ??= sdk.jsonRpcHandler({
+        requestHandler: new A2AHandler({ ...deps, sdk, card: () => agentCardOf(deps.cardSource, '') }),
+        userBuilder: (request) => Promise.resolve((request.res as Response).locals.a2aUser as ActingUser),
+        legacyCompat: { enabled: true },
+      });
+      transport(req, res, next);
+    }).catch(next);
+  });
   return { card, rpc };
 }
 
