@@ -4,12 +4,13 @@ import type { Response } from 'express';
  * Writes the specification's server-sent events: `data: <json>` and a blank line per
  * event, `data: [DONE]` at the end (chat completions); or named events and a plain end (the
  * Responses API). Frames go out in the tick they are written, never held
- * longer: the frames written in one tick (the pieces of one read from the LLM server) leave
- * in one system call.
+ * longer: the frames written in one tick (the pieces of one read from the LLM server) are
+ * joined and leave as one write, one chunk of the response and one system call.
  */
 export class SseWriter {
   private started = false;
-  private corked = false;
+  /** The frames written in this tick, not sent yet ('' when none). */
+  private pending = '';
 
   constructor(private readonly res: Response) {}
 
@@ -49,26 +50,33 @@ export class SseWriter {
 
   private write(frame: string): void {
     if (this.res.writableEnded) return;
-    if (!this.corked) {
-      this.corked = true;
-      this.res.cork();
-      // Before the event loop waits for I/O again: no frame waits for a later one.
-      process.nextTick(() => {
-        this.corked = false;
-        this.res.uncork();
-      });
-    }
-    this.res.write(frame);
+    // Before the event loop waits for I/O again: no frame waits for a later one.
+    if (this.pending === '') process.nextTick(this.flush);
+    // One write per tick, not per frame: each write of a response costs a chunk header and a pass through its streams.
+    this.pending += frame;
+  }
+
+  private readonly flush = (): void => {
+    const frames = this.takePending();
+    if (frames !== '' && !this.res.writableEnded) this.res.write(frames);
+  };
+
+  private takePending(): string {
+    const frames = this.pending;
+    this.pending = '';
+    return frames;
   }
 
   done(): void {
     if (this.res.writableEnded) return;
-    this.res.end('data: [DONE]\n\n');
+    this.res.end(`${this.takePending()}data: [DONE]\n\n`);
   }
 
   /** Ends the stream without `[DONE]` (the Responses API's streams end with their last event). */
   end(): void {
     if (this.res.writableEnded) return;
-    this.res.end();
+    const frames = this.takePending();
+    if (frames === '') this.res.end();
+    else this.res.end(frames);
   }
 }

@@ -25,8 +25,8 @@ import {
 /** A client function call as it streams in. */
 type StreamedCall = { itemId: string; outputIndex: number; id: string; name: string; arguments: string };
 
-/** A streamed message or reasoning item. */
-type StreamedMessage = { itemId: string; outputIndex: number; text: string; open: boolean };
+/** A streamed message or reasoning item; `deltaFields` is the constant part of its delta events' JSON (see `deltaFields`). */
+type StreamedMessage = { itemId: string; outputIndex: number; text: string; open: boolean; deltaFields: string };
 
 /**
  * The semantic events of one streamed response, each with the next `sequence_number`:
@@ -88,8 +88,8 @@ export class ResponseEventStream {
     const streamed = (list: StreamedMessage[]) => list.find((entry) => entry.itemId === event.item_id);
     switch (event.type) {
       case 'response.output_item.added':
-        if (item?.type === 'message') this.messages.push({ itemId: String(item.id), outputIndex: index, text: '', open: true });
-        if (item?.type === 'reasoning') this.reasonings.push({ itemId: String(item.id), outputIndex: index, text: '', open: true });
+        if (item?.type === 'message') this.messages.push(streamedItem(String(item.id), index));
+        if (item?.type === 'reasoning') this.reasonings.push(streamedItem(String(item.id), index));
         if (item?.type === 'mcp_call') this.shownCalls.set(String(item.id), { outputIndex: index, done: false });
         break;
       case 'response.output_text.delta':
@@ -149,20 +149,20 @@ export class ResponseEventStream {
     this.closeMessage();
     let item = this.reasonings.at(-1);
     if (!item?.open) {
-      item = { itemId: newItemId('rs'), outputIndex: this.outputs++, text: '', open: true };
+      item = streamedItem(newItemId('rs'), this.outputs++);
       this.reasonings.push(item);
       this.emit('response.output_item.added', { output_index: item.outputIndex, item: reasoningItem(item.itemId, '', 'in_progress') });
       this.emit('response.content_part.added', { item_id: item.itemId, output_index: item.outputIndex, content_index: 0, part: reasoningTextPart('') });
     }
     item.text += piece;
-    this.emit('response.reasoning_text.delta', { item_id: item.itemId, output_index: item.outputIndex, content_index: 0, delta: piece });
+    this.emitDelta('response.reasoning_text.delta', item, piece, '}');
   }
 
   text(piece: string): void {
     this.closeReasoning();
     const message = this.openMessage();
     message.text += piece;
-    this.emit('response.output_text.delta', { item_id: message.itemId, output_index: message.outputIndex, content_index: 0, delta: piece, logprobs: [] });
+    this.emitDelta('response.output_text.delta', message, piece, ',"logprobs":[]}');
   }
 
   toolActivity(activity: ToolActivity): void {
@@ -271,7 +271,7 @@ export class ResponseEventStream {
   private openMessage(): StreamedMessage {
     const last = this.messages.at(-1);
     if (last?.open) return last;
-    const message = { itemId: newItemId('msg'), outputIndex: this.outputs++, text: '', open: true };
+    const message = streamedItem(newItemId('msg'), this.outputs++);
     this.messages.push(message);
     this.emit('response.output_item.added', { output_index: message.outputIndex, item: messageItem(message.itemId, '', 'in_progress') });
     this.emit('response.content_part.added', { item_id: message.itemId, output_index: message.outputIndex, content_index: 0, part: outputTextPart('') });
@@ -313,6 +313,15 @@ export class ResponseEventStream {
     this.emitJson(type, (sequence) => JSON.stringify({ type, sequence_number: sequence, ...fields }));
   }
 
+  /**
+   * A text or reasoning delta, the event a stream sends most: the JSON text `emit` makes of
+   * `{ item_id, output_index, content_index: 0, delta }` and what `tail` closes it with, written
+   * around the piece without building and serialising an object each.
+   */
+  private emitDelta(type: string, item: StreamedMessage, piece: string, tail: string): void {
+    this.emitJson(type, (sequence) => `{"type":"${type}","sequence_number":${sequence}${item.deltaFields}${JSON.stringify(piece)}${tail}`);
+  }
+
   /** Sends the next event, its JSON text made with its sequence number. */
   private emitJson(type: string, json: (sequence: number) => string): void {
     const sequence = this.sequence++;
@@ -322,6 +331,11 @@ export class ResponseEventStream {
 
 /** A stored event's fields the restored stream reads. */
 type StoredEvent = { type: string; output_index?: number; item_id?: string; delta?: string; item?: Record<string, unknown> & { id?: unknown; type?: unknown } };
+
+/** A message or reasoning item that begins streaming, with its delta events' constant fields serialised once. */
+function streamedItem(itemId: string, outputIndex: number): StreamedMessage {
+  return { itemId, outputIndex, text: '', open: true, deltaFields: `,"item_id":${JSON.stringify(itemId)},"output_index":${outputIndex},"content_index":0,"delta":` };
+}
 
 /** Output items in the order of their output indexes. */
 function byOutputIndex(items: ReadonlyMap<number, Record<string, unknown>>): Array<Record<string, unknown>> {

@@ -260,21 +260,23 @@ function learnFrom(error: UpstreamError, prepared: PreparedCall, profile: LlmSer
 
 /** Reads a streamed reply into the normaliser, up to the end (or to the bound, leaving the rest unread). */
 async function readStream(body: AsyncIterable<Buffer>, normalizer: ReplyNormalizer, signal: AbortSignal): Promise<void> {
-  for await (const data of readSseData(body)) {
-    if (data === '[DONE]') break;
-    let chunk: Record<string, unknown>;
-    try {
-      chunk = JSON.parse(data) as Record<string, unknown>;
-    } catch (error) {
-      throw new LlmCallError('the LLM server sent a stream event that is not valid JSON', { cause: error });
+  reading: for await (const events of readSseData(body)) {
+    for (const data of events) {
+      if (data === '[DONE]') break reading;
+      let chunk: Record<string, unknown>;
+      try {
+        chunk = JSON.parse(data) as Record<string, unknown>;
+      } catch (error) {
+        throw new LlmCallError('the LLM server sent a stream event that is not valid JSON', { cause: error });
+      }
+      const failure = chunk.error;
+      if (failure !== undefined && failure !== null) {
+        // A failure mid-stream: SGLang and vLLM send `{"error": {...}}`, llama.cpp too (then ends without [DONE]).
+        throw upstreamFailure(upstreamErrorOf(0, JSON.stringify(chunk)));
+      }
+      normalizer.chunk(chunk);
+      if (normalizer.isCut) break reading;
     }
-    const failure = chunk.error;
-    if (failure !== undefined && failure !== null) {
-      // A failure mid-stream: SGLang and vLLM send `{"error": {...}}`, llama.cpp too (then ends without [DONE]).
-      throw upstreamFailure(upstreamErrorOf(0, JSON.stringify(chunk)));
-    }
-    normalizer.chunk(chunk);
-    if (normalizer.isCut) break;
   }
   if (signal.aborted) throw signal.reason;
 }

@@ -136,8 +136,13 @@ export class ThinkTagSplitter {
     }
     const keep = this.sawTags ? 0 : partialTagLength(this.held, CLOSE);
     const text = this.held.slice(0, this.held.length - keep);
-    if ((this.contentTail + text).includes(OPEN)) this.sawTags = true;
-    this.contentTail = (this.contentTail + text).slice(-OPEN.length);
+    // Most pieces hold no '<' and follow none: no tag can be in them, nor begin in their end.
+    if (!this.sawTags && (this.contentTail !== '' || text.includes('<'))) {
+      const seen = this.contentTail + text;
+      if (seen.includes(OPEN)) this.sawTags = true;
+      const tail = seen.slice(-OPEN.length);
+      this.contentTail = tail.includes('<') ? tail : '';
+    }
     this.emit(out, 'content', text);
     this.held = this.held.slice(this.held.length - keep);
   }
@@ -154,8 +159,16 @@ export class ThinkTagSplitter {
 
 /** The length of the longest end of `text` that begins `tag` (text that may become the tag). */
 export function partialTagLength(text: string, tag: string): number {
-  for (let length = Math.min(tag.length - 1, text.length); length > 0; length--) {
-    if (text.endsWith(tag.slice(0, length))) return length;
+  const first = tag.charCodeAt(0);
+  // Only an end that starts with the tag's first character can begin it; most pieces have none.
+  for (let at = Math.max(0, text.length - tag.length + 1); at < text.length; at++) {
+    if (text.charCodeAt(at) === first && beginsTag(text, at, tag)) return text.length - at;
   }
   return 0;
+}
+
+/** Whether `text` from `at` to its end is the beginning of `tag`. */
+function beginsTag(text: string, at: number, tag: string): boolean {
+  for (let i = at + 1; i < text.length; i++) if (text.charCodeAt(i) !== tag.charCodeAt(i - at)) return false;
+  return true;
 }

@@ -6,7 +6,16 @@ async function collect(parts: string[]): Promise<string[]> {
     for (const part of parts) yield Buffer.from(part);
   }
   const out: string[] = [];
-  for await (const data of readSseData(body())) out.push(data);
+  for await (const events of readSseData(body())) out.push(...events);
+  return out;
+}
+
+async function reads(parts: string[]): Promise<string[][]> {
+  async function* body() {
+    for (const part of parts) yield Buffer.from(part);
+  }
+  const out: string[][] = [];
+  for await (const events of readSseData(body())) out.push(events);
   return out;
 }
 
@@ -25,5 +34,13 @@ describe('readSseData', () => {
 
   it('yields a last event that has no blank line after it', async () => {
     expect(await collect(['data: last'])).to.deep.equal(['last']);
+  });
+
+  it('yields the events each read completed together, and nothing for a read that completed none', async () => {
+    expect(await reads(['data: a\n\ndata: b\n\ndata: c', '\n', '\ndata: d\n\n'])).to.deep.equal([['a', 'b'], ['c', 'd']]);
+  });
+
+  it('joins data lines split across reads, and keeps a data line that is empty', async () => {
+    expect(await collect(['data: one\nda', 'ta:\r\ndata: two\r', '\n\r\n'])).to.deep.equal(['one\n\ntwo']);
   });
 });
