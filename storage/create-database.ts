@@ -9,7 +9,7 @@ import { lockDataDir } from './data-dir-lock.js';
 import { listenOnServer, type StopListening } from './notification-listener.js';
 import { PGliteDialect } from './pglite-dialect.js';
 import { initdbInChildProcess, needsInitdb } from './pglite-initdb.js';
-import { prepareHotStatements } from './prepared-statements.js';
+import { prepareHotStatements, type HotStatementMode } from './prepared-statements.js';
 import type { DatabaseSchema } from './database-schema.js';
 
 /** An open database: the Kysely instance and what it runs on. */
@@ -75,11 +75,12 @@ function openServer(url: string, options: CreateDatabaseOptions): Database {
   });
   // Without a listener an idle connection's error would crash the process.
   pool.on('error', (error) => options.onIdleError?.(error));
+  const hotStatements: HotStatementMode = { prepare: true };
   // A checked-out client whose server goes away emits 'error' too (its query also rejects):
   // without this listener that, too, would crash the process.
   pool.on('connect', (client) => {
     client.on('error', (error) => options.onIdleError?.(error));
-    prepareHotStatements(client);
+    prepareHotStatements(client, hotStatements);
   });
   const db = new Kysely<DatabaseSchema>({ dialect: new PostgresDialect({ pool }) });
   const listeners = new Set<StopListening>();
