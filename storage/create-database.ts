@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { vector as vectorExtension } from '@electric-sql/pglite-pgvector';
-import { Kysely, PostgresDialect } from 'kysely';
+import { Kysely } from 'kysely';
 import pg from 'pg';
 import { registerTypes } from 'pgvector/pg';
 import { AutoAnalyze } from './auto-analyze.js';
@@ -9,6 +9,7 @@ import { lockDataDir } from './data-dir-lock.js';
 import { listenOnServer, type StopListening } from './notification-listener.js';
 import { PGliteDialect } from './pglite-dialect.js';
 import { initdbInChildProcess, needsInitdb } from './pglite-initdb.js';
+import { ServerDialect } from './server-dialect.js';
 import { prepareHotStatements, type HotStatementMode } from './prepared-statements.js';
 import type { DatabaseSchema } from './database-schema.js';
 
@@ -82,7 +83,7 @@ function openServer(url: string, options: CreateDatabaseOptions): Database {
     client.on('error', (error) => options.onIdleError?.(error));
     prepareHotStatements(client, hotStatements);
   });
-  const db = new Kysely<DatabaseSchema>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<DatabaseSchema>({ dialect: new ServerDialect({ pool }) });
   const listeners = new Set<StopListening>();
   // A server's autovacuum may be off, or come round only after its naptime: the memories' statistics stay fresh either way.
   const autoAnalyze = new AutoAnalyze(db, options.onMaintenanceError ?? (() => {}));
