@@ -40,6 +40,11 @@ export type CreateDatabaseOptions = {
    * instead of running initdb: about 1 s instead of 5 (tests). Ignored for data folders.
    */
   pgliteTemplate?: Blob;
+  /**
+   * Where the connections that `listen` go, when not to `url`: straight to the server when `url`
+   * goes through a transaction pooler (PgBouncer), which loses LISTEN. The same database as `url`.
+   */
+  listenUrl?: string;
   /** Connections in the `pg` pool (default 10). */
   poolSize?: number;
   /** The embedded database's shared buffers in MB (`database.embedded_shared_buffers_mb`); PGlite's own default is 128. */
@@ -68,6 +73,8 @@ export async function createDatabase(options: CreateDatabaseOptions): Promise<Da
 
 function openServer(url: string, options: CreateDatabaseOptions): Database {
   assertConnectionString(url);
+  const listenUrl = options.listenUrl?.trim() || url;
+  assertConnectionString(listenUrl);
   const pool = new pg.Pool({
     connectionString: url,
     max: options.poolSize ?? DEFAULT_POOL_SIZE,
@@ -93,7 +100,7 @@ function openServer(url: string, options: CreateDatabaseOptions): Database {
     hasVector: options.vector,
     autoAnalyze,
     async listen(channel, onPayload) {
-      const stop = await listenOnServer(url, channel, onPayload, (error) => options.onIdleError?.(error));
+      const stop = await listenOnServer(listenUrl, channel, onPayload, (error) => options.onIdleError?.(error));
       listeners.add(stop);
       return async () => {
         listeners.delete(stop);

@@ -448,6 +448,7 @@ export function supervisorSettingsOf(config: AppConfig): SupervisorSettings {
 export function databaseOptionsOf(config: AppConfig): CreateDatabaseOptions {
   return {
     url: config.database.url,
+    listenUrl: config.database.listen_url,
     dataDir: config.database.data_dir,
     vector: config.memory.use_long_term,
     poolSize: config.database.pool_size,
