@@ -61,6 +61,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       `app.workers: ${properties.app.workers} workers need database.url (DB_URL): the embedded database serves one process only`,
     );
   }
+  if (properties.database.listen_url && !properties.database.url) {
+    throw new ConfigError('database.listen_url (DB_LISTEN_URL) needs database.url (DB_URL): the embedded database has no separate connection to listen on');
+  }
   const tracing = properties.tracing;
   if (tracing.protocol === 'grpc' && tracesUrlOf(tracing) !== undefined) {
     throw new ConfigError(

@@ -121,7 +121,7 @@ export type ConfigValues = {
     max_retries: number;
     max_connections: number;
   };
-  database: { url: string; data_dir: string; pool_size: number; embedded_shared_buffers_mb: number };
+  database: { url: string; listen_url: string; data_dir: string; pool_size: number; embedded_shared_buffers_mb: number };
   memory: {
     user_id: string;
     use_long_term: boolean;
@@ -288,6 +288,13 @@ export const configSchema: convict.Schema<ConfigValues> = {
       format: 'database-url',
       default: '',
       env: 'DB_URL',
+      sensitive: true,
+    },
+    listen_url: {
+      doc: "PostgreSQL connection string of the connections that wait for notifications (LISTEN: a session handed over between workers and instances, MCP follow-ups), straight to the server, when database.url goes through a transaction pooler such as PgBouncer, where LISTEN is lost; the same database as database.url. Empty: they use database.url.",
+      format: 'database-url',
+      default: '',
+      env: 'DB_LISTEN_URL',
       sensitive: true,
     },
     data_dir: { doc: 'Folder of the embedded database.', format: String, default: './data', env: 'DATA_DIR' },

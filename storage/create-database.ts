@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { vector as vectorExtension } from '@electric-sql/pglite-pgvector';
-import { Kysely, PostgresDialect } from 'kysely';
+import { Kysely } from 'kysely';
 import pg from 'pg';
 import { registerTypes } from 'pgvector/pg';
 import { AutoAnalyze } from './auto-analyze.js';
@@ -9,7 +9,8 @@ import { lockDataDir } from './data-dir-lock.js';
 import { listenOnServer, type StopListening } from './notification-listener.js';
 import { PGliteDialect } from './pglite-dialect.js';
 import { initdbInChildProcess, needsInitdb } from './pglite-initdb.js';
-import { prepareHotStatements } from './prepared-statements.js';
+import { ServerDialect } from './server-dialect.js';
+import { prepareHotStatements, type HotStatementMode } from './prepared-statements.js';
 import type { DatabaseSchema } from './database-schema.js';
 
 /** An open database: the Kysely instance and what it runs on. */
@@ -39,6 +40,11 @@ export type CreateDatabaseOptions = {
    * instead of running initdb: about 1 s instead of 5 (tests). Ignored for data folders.
    */
   pgliteTemplate?: Blob;
+  /**
+   * Where the connections that `listen` go, when not to `url`: straight to the server when `url`
+   * goes through a transaction pooler (PgBouncer), which loses LISTEN. The same database as `url`.
+   */
+  listenUrl?: string;
   /** Connections in the `pg` pool (default 10). */
   poolSize?: number;
   /** The embedded database's shared buffers in MB (`database.embedded_shared_buffers_mb`); PGlite's own default is 128. */
@@ -67,6 +73,8 @@ export async function createDatabase(options: CreateDatabaseOptions): Promise<Da
 
 function openServer(url: string, options: CreateDatabaseOptions): Database {
   assertConnectionString(url);
+  const listenUrl = options.listenUrl?.trim() || url;
+  assertConnectionString(listenUrl);
   const pool = new pg.Pool({
     connectionString: url,
     max: options.poolSize ?? DEFAULT_POOL_SIZE,
@@ -75,13 +83,14 @@ function openServer(url: string, options: CreateDatabaseOptions): Database {
   });
   // Without a listener an idle connection's error would crash the process.
   pool.on('error', (error) => options.onIdleError?.(error));
+  const hotStatements: HotStatementMode = { prepare: true };
   // A checked-out client whose server goes away emits 'error' too (its query also rejects):
   // without this listener that, too, would crash the process.
   pool.on('connect', (client) => {
     client.on('error', (error) => options.onIdleError?.(error));
-    prepareHotStatements(client);
+    prepareHotStatements(client, hotStatements);
   });
-  const db = new Kysely<DatabaseSchema>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<DatabaseSchema>({ dialect: new ServerDialect({ pool }) });
   const listeners = new Set<StopListening>();
   // A server's autovacuum may be off, or come round only after its naptime: the memories' statistics stay fresh either way.
   const autoAnalyze = new AutoAnalyze(db, options.onMaintenanceError ?? (() => {}));
@@ -91,7 +100,7 @@ function openServer(url: string, options: CreateDatabaseOptions): Database {
     hasVector: options.vector,
     autoAnalyze,
     async listen(channel, onPayload) {
-      const stop = await listenOnServer(url, channel, onPayload, (error) => options.onIdleError?.(error));
+      const stop = await listenOnServer(listenUrl, channel, onPayload, (error) => options.onIdleError?.(error));
       listeners.add(stop);
       return async () => {
         listeners.delete(stop);

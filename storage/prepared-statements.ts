@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type pg from 'pg';
 
 /**
@@ -5,6 +6,12 @@ import type pg from 'pg';
  * statement is parsed once per connection and, once the server settles on a generic plan,
  * no longer planned: the turn's statements are the largest the service sends, and planning
  * them was most of their cost to the server.
+ *
+ * A name is made from the statement's text, so a server process that holds a statement of that
+ * name holds that very text, whoever prepared it there: behind a pooler that shares server
+ * processes between clients (PgBouncer), another version of the service, or another program
+ * importing the repositories in another order, never gets a statement of the same name and
+ * other text.
  */
 const names = new Map<string, string>();
 
@@ -21,28 +28,32 @@ export function hotStatementName(text: string): string | undefined {
 
 /** Marks `text` as a hot statement (run prepared on a server connection); returns it unchanged. */
 export function hotStatement(text: string): string {
-  if (!names.has(text)) names.set(text, `svc_hot_${names.size + 1}`);
+  if (!names.has(text)) names.set(text, `svc_hot_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`);
   return text;
 }
+
+/** Whether a pool's connections still run the hot statements prepared: shared by all of them. */
+export type HotStatementMode = { prepare: boolean };
 
 /**
  * Runs the hot statements of a pooled connection as named prepared statements (every other
  * statement as before). Kysely gives `pg` the statement's text only, so the name is looked up
- * by text here, where the connection is made. A connection whose server process is shared
- * with other clients (PgBouncer's transaction pooling without prepared statement support,
- * pglite-socket) fails a named statement before running it; it then runs the statement
- * unnamed, and every later one too.
+ * by text here, where the connection is made. A pool whose server processes are shared with
+ * other clients (PgBouncer's transaction pooling without its prepared statement support,
+ * before 1.21 or with `max_prepared_statements = 0`; pglite-socket) fails a named statement
+ * before running it: the statement then runs unnamed, and so does every later one of every
+ * connection of the pool (`mode`), since what fails once on such a pool fails again, on its
+ * next connection too.
  */
-export function prepareHotStatements(client: pg.PoolClient): void {
+export function prepareHotStatements(client: pg.PoolClient, mode: HotStatementMode): void {
   const query = client.query.bind(client) as (...args: unknown[]) => Promise<unknown>;
-  let prepare = true;
   (client as { query: unknown }).query = (...args: unknown[]) => {
     const [text, values] = args;
-    const name = prepare && typeof text === 'string' && args.length === 2 ? names.get(text) : undefined;
+    const name = mode.prepare && typeof text === 'string' && args.length === 2 ? names.get(text) : undefined;
     if (name === undefined) return query(...args);
     return query({ name, text, values }).catch((error: unknown) => {
       if (!SHARED_BACKEND_ERRORS.has((error as { code?: unknown } | null)?.code as string)) throw error;
-      prepare = false;
+      mode.prepare = false;
       return query(text, values);
     });
   };

@@ -50,6 +50,7 @@ import { logRuntimeEvents } from './log-events.js';
 import { createOAuthSetup, type OAuthSetup } from '../auth/oauth-setup.js';
 import { createMcpRoutes } from '../mcp/mcp-routes.js';
 import { createNotificationChannel } from '../../storage/notification-channel.js';
+import { warnWhenNotificationsAreLost } from './notification-check.js';
 
 /** At shutdown, how long cancelled turns may take to store how they ended. */
 const CANCELLED_TURNS_WAIT_MS = 5_000;
@@ -388,6 +389,11 @@ export async function startService(config: AppConfig, logger: Logger, options: S
   abandonedTurns.start();
   // Deliveries left pending by an earlier run go out now.
   await webhooks.start();
+  // Not part of `started`: a pooler that loses notifications takes the whole wait to tell.
+  const notificationCheck =
+    database.kind === 'pg'
+      ? warnWhenNotificationsAreLost(database, { listenUrlSet: config.database.listen_url !== '', logger, signal: stopStartup.signal })
+      : Promise.resolve();
   const host = config.app.host === '0.0.0.0' || config.app.host === '::' ? '127.0.0.1' : config.app.host;
 
   let closing: Promise<void> | undefined;
@@ -406,6 +412,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
       inspector?.stop();
       await tools.close();
       await startup.settled();
+      await notificationCheck;
       await llm.close();
       await writer.flush();
       // After the flush every event of the run is in the outbox; what is not sent stays pending.
@@ -446,6 +453,7 @@ export function supervisorSettingsOf(config: AppConfig): SupervisorSettings {
 export function databaseOptionsOf(config: AppConfig): CreateDatabaseOptions {
   return {
     url: config.database.url,
+    listenUrl: config.database.listen_url,
     dataDir: config.database.data_dir,
     vector: config.memory.use_long_term,
     poolSize: config.database.pool_size,

@@ -148,6 +148,26 @@ describe('createDatabase', () => {
           await Promise.all([database.close(), admin.close()]);
         }
       });
+
+      it('listens over listenUrl when it is given, and notifies through the pool', async () => {
+        const listenUrl = new URL(serverUrl);
+        const applicationName = `svc-listen-${process.pid}-${Date.now()}`;
+        listenUrl.searchParams.set('application_name', applicationName);
+        const database = await createDatabase({ url: serverUrl, listenUrl: listenUrl.toString(), dataDir: 'unused', vector: false, poolSize: 1 });
+        try {
+          const channel = `svc_listen_test_${process.pid}`;
+          let heard!: (payload: string) => void;
+          const received = new Promise<string>((resolve) => (heard = resolve));
+          await database.listen(channel, heard);
+          await sql`select pg_notify(${channel}, 'hello')`.execute(database.db);
+          expect(await received).to.equal('hello');
+          const { rows } = await sql<{ query: string }>`select query from pg_stat_activity where application_name = ${applicationName}`.execute(database.db);
+          expect(rows.map((row) => row.query)).to.deep.equal([`listen "${channel}"`]);
+        } finally {
+          await database.close();
+        }
+      });
     });
   }
 });
+

@@ -222,3 +222,29 @@ for (const target of databaseTargets().filter((each) => each.backend !== 'postgr
     });
   });
 }
+
+for (const target of databaseTargets()) {
+  describe(`migrateToLatest when a migration fails (${target.backend})`, () => {
+    let database: TestDatabase;
+
+    before(async () => {
+      database = await target.open({ vector: false });
+      // 0002 keeps this table, which it would have created, and fails to index its expires_at.
+      await sql`create table oauth_states (id int)`.execute(database.db);
+    });
+    after(async () => {
+      await database?.close();
+    });
+
+    it('names the migration and keeps none of the run', async () => {
+      let failure: unknown;
+      await migrateToLatest(database, { vector: false, embeddingDimensions: 3 }).catch((error: unknown) => {
+        failure = error;
+      });
+      expect((failure as Error).message).to.match(/^Database migration failed in migration core\/0002_oauth: /);
+      const { rows } = await sql<{ applied: number; conversations: string | null }>`
+        select (select count(*)::int from kysely_migration) as applied, to_regclass('conversations')::text as conversations`.execute(database.db);
+      expect(rows[0]).to.deep.equal({ applied: 0, conversations: null });
+    });
+  });
+}

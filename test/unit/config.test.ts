@@ -110,6 +110,16 @@ mcp_servers:
     expect(error.message).not.to.include('hunter2');
   });
 
+  it('reads the LISTEN connection string from DB_LISTEN_URL, empty by default, and refuses it without database.url or when not PostgreSQL', () => {
+    expect(loadConfig({}).database.listen_url).to.equal('');
+    const direct = 'postgres://u:p@db-primary:5432/agents';
+    expect(loadConfig({ DB_URL: 'postgres://u:p@pgbouncer:6432/agents', DB_LISTEN_URL: direct }).database.listen_url).to.equal(direct);
+    expect(loadError({ DB_LISTEN_URL: direct }).message).to.match(/^database\.listen_url \(DB_LISTEN_URL\) needs database\.url/);
+    const notPostgres = loadError({ DB_URL: direct, DB_LISTEN_URL: 'mysql://root:hunter2@db/x' });
+    expect(notPostgres.message).to.match(/^database\.listen_url: /);
+    expect(notPostgres.message).not.to.include('hunter2');
+  });
+
   it('refuses an unknown key and a bad tool server in the deployment file', () => {
     expect(loadError({ CONFIG_FILE: deploymentFile('app:\n  colour: blue\n') }).message).to.include('app.colour');
     const badServer = deploymentFile('mcp_servers:\n  broken:\n    transport: carrier-pigeon\n');
