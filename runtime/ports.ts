@@ -282,6 +282,16 @@ export type NewSession = {
   records: Array<Pick<NewConversationRecord, 'role' | 'message'>>;
 };
 
+/**
+ * The first write of a session this process named for a turn (an id made here, that nobody
+ * else can know yet): its row, the turn's first records and, with `lease`, its lease for
+ * `lease.holder` at the first generation, held `lease.ttlMs` (see `SessionStore.start`).
+ */
+export type SessionStart = { sessionId: string; userId: string; records: NewConversationRecord[]; lease?: { holder: string; ttlMs: number } };
+
+/** The generation of a session's first lease: the one `SessionStore.start` takes. */
+export const FIRST_LEASE_GENERATION = 1;
+
 /** A session lease taken by a process; `generation` counts every acquisition of the session. */
 export type LeaseGrant = { generation: number };
 
@@ -354,6 +364,14 @@ export interface SessionStore {
   claim(sessionId: string, userId: string): Promise<SessionRecord & { created: boolean }>;
   /** Creates the session with its metadata and first records, in one transaction; fails if the id is taken. */
   create(session: NewSession): Promise<SessionRecord>;
+  /**
+   * Starts a session whose id was made for its first turn: creates its row (as `claim` would),
+   * stores the turn's first records and, with a lease, takes the session's lease at
+   * `FIRST_LEASE_GENERATION`, in one statement, so one transaction: all or nothing, and no
+   * read first (nothing of the session can exist). The starts of concurrent turns commit
+   * together (group commit). Fails (a unique violation) if the id is taken.
+   */
+  start(start: SessionStart): Promise<void>;
   /** Replaces the metadata of the live session of `userId`; undefined when it has none of that id. */
   updateMetadata(sessionId: string, userId: string, metadata: SessionMetadata): Promise<SessionRecord | undefined>;
   /** The live session of `userId` whose history hash is `historyHash`, if any. */

@@ -34,24 +34,18 @@ export function createSessionLeaseRepository(database: Database): SessionLeaseSt
     async renew(holder: string, sessionIds: string[], ttlMs: number): Promise<LeaseRenewal> {
       if (sessionIds.length === 0) return { kept: [], wanted: [] };
       // The rows are locked in session order, as the end of turns share-locks them, so the two
-      // never wait on each other's locks in opposite orders.
-      const ordered = db
-        .selectFrom('session_leases')
-        .select('session_id')
-        .where('holder', '=', holder)
-        .where('session_id', 'in', sessionIds)
-        // A lease given back (or lapsed) is not taken again by a renewal.
-        .where('expires_at', '>', sql<Date>`now()`)
-        .orderBy('session_id')
-        .forNoKeyUpdate();
-      const rows = await db
-        .updateTable('session_leases')
-        .set({ expires_at: sql<Date>`now() + ${ttlMs} * interval '1 millisecond'` })
-        .where('holder', '=', holder)
-        .where('session_id', 'in', ordered)
-        .where('expires_at', '>', sql<Date>`now()`)
-        .returning(['session_id', 'wanted'])
-        .execute();
+      // never wait on each other's locks in opposite orders. The sessions are one array
+      // parameter: a process may hold thousands, renewed every third of a lease.
+      const { rows } = await sql<{ session_id: string; wanted: boolean }>`
+        update session_leases set expires_at = now() + ${ttlMs} * interval '1 millisecond'
+        where holder = ${holder} and expires_at > now() and session_id in (
+          select session_id from session_leases
+          where holder = ${holder} and session_id = any(${sessionIds}::varchar[])
+            -- A lease given back (or lapsed) is not taken again by a renewal.
+            and expires_at > now()
+          order by session_id
+          for no key update)
+        returning session_id, wanted`.execute(db);
       return { kept: rows.map((row) => row.session_id), wanted: rows.filter((row) => row.wanted).map((row) => row.session_id) };
     },
 

@@ -1,6 +1,7 @@
 import { CompiledQuery, sql } from 'kysely';
 import type { Kysely, Selectable } from 'kysely';
-import type { LeaseFence, NewConversationRecord, NewResponseRecord, NewSession, SessionCursor, SessionMetadata, SessionPage, SessionProgress, SessionRecord, SessionStore, SessionUsage, StoredTransition } from '../runtime/ports.js';
+import { FIRST_LEASE_GENERATION } from '../runtime/ports.js';
+import type { LeaseFence, NewConversationRecord, NewResponseRecord, NewSession, SessionCursor, SessionStart, SessionMetadata, SessionPage, SessionProgress, SessionRecord, SessionStore, SessionUsage, StoredTransition } from '../runtime/ports.js';
 import { insertRecordColumns, recordColumns } from './conversation-repository.js';
 import { GroupCommit } from './group-commit.js';
 import { hotStatement } from './prepared-statements.js';
@@ -70,6 +71,33 @@ const CREATE_SESSION = `with session as (
   )
   select * from session`;
 
+/**
+ * The starts of concurrent turns' new sessions (`SessionStore.start`), one per session, in one
+ * statement of fixed text: the sessions' rows, their leases (for those given a holder: the
+ * first generation, expiring the given milliseconds after now) and their first records in
+ * order, from column arrays. No row of these sessions exists: nothing is read first.
+ */
+const START_SESSIONS = hotStatement(`with session as (
+    insert into sessions (session_id, user_id) select * from unnest($1::varchar[], $2::varchar[])
+  ), lease as (
+    insert into session_leases (session_id, holder, generation, expires_at)
+    select lease.session_id, lease.holder, ${FIRST_LEASE_GENERATION}, now() + lease.ttl_ms * interval '1 millisecond'
+    from unnest($1::varchar[], $3::varchar[], $4::integer[]) as lease(session_id, holder, ttl_ms)
+    where lease.holder is not null
+  )
+  ${insertRecordColumns(5)}`);
+
+/** The parameters of `START_SESSIONS` for starts of distinct sessions. */
+function startParameters(starts: SessionStart[]): unknown[] {
+  return [
+    starts.map((start) => start.sessionId),
+    starts.map((start) => start.userId),
+    starts.map((start) => start.lease?.holder ?? null),
+    starts.map((start) => start.lease?.ttlMs ?? null),
+    ...recordColumns(starts.flatMap((start) => start.records)),
+  ];
+}
+
 /** The end of one turn, as `completeTurn` is given it. */
 type TurnEnd = { sessionId: string; records: NewConversationRecord[]; progress: SessionProgress; fence?: LeaseFence; response?: NewResponseRecord };
 
@@ -123,6 +151,12 @@ export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStor
     (end) => end.sessionId,
   );
 
+  // New sessions' first writes commit together too.
+  const starts = new GroupCommit<SessionStart, void>(async (batch) => {
+    await db.executeQuery(CompiledQuery.raw(START_SESSIONS, startParameters(batch)));
+    return batch.map(() => undefined);
+  });
+
   function completeTurn(sessionId: string, records: NewConversationRecord[], progress: SessionProgress, fence?: LeaseFence, response?: NewResponseRecord): Promise<boolean> {
     return turnEnds.run({ sessionId, records, progress, fence, response });
   }
@@ -152,6 +186,10 @@ export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStor
       const parameters = [session.sessionId, session.userId, toJsonText(session.metadata), session.historyHash, ...recordColumns(records)];
       const { rows } = await db.executeQuery<Selectable<SessionsTable>>(CompiledQuery.raw(CREATE_SESSION, parameters));
       return toRecord(rows[0]!);
+    },
+
+    start(start: SessionStart): Promise<void> {
+      return starts.run(start);
     },
 
     async updateMetadata(sessionId: string, userId: string, metadata: SessionMetadata): Promise<SessionRecord | undefined> {

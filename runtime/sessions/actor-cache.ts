@@ -2,7 +2,7 @@ import { createActor, type Actor, type InspectionEvent, type Snapshot } from 'xs
 import { isRestingState, type SessionLimits, type SessionMachine, type StateGraph } from '../../machines/index.js';
 import type { ChatMessage } from '../chat-types.js';
 import type { EventBus } from '../observability/event-bus.js';
-import type { SessionRecord, TransitionRecord } from '../ports.js';
+import { FIRST_LEASE_GENERATION, type SessionRecord, type TransitionRecord } from '../ports.js';
 import type { Turn } from './conversation-history.js';
 import type { SessionLeases } from './session-leases.js';
 import { releaseOnce, SessionLocks, type Release } from './session-locks.js';
@@ -68,14 +68,22 @@ export class ActorCache {
    * Holds the session for one turn: first in this process (arrival order), then, with
    * leases, across processes. An actor cached here is dropped when another process ran a
    * turn of the session since this one did (the lease generation moved by more than one):
-   * the turn then starts from the stored snapshot, never from a stale one.
+   * the turn then starts from the stored snapshot, never from a stale one. A session whose id
+   * was made for this turn (`fresh`) is held in this process only: its lease is taken by the
+   * turn's first write, with its row (`SessionStore.start`, then `SessionLeases.adopt`).
    */
-  async hold(sessionId: string, signal?: AbortSignal): Promise<{ release: Release; generation: number }> {
+  async hold(sessionId: string, signal?: AbortSignal, fresh = false): Promise<{ release: Release; generation: number }> {
     const waitMs = this.deps.settings.turnWaitMs;
     const started = Date.now();
     const unlock = await this.locks.acquire(sessionId, waitMs, signal);
     const leases = this.deps.leases;
     if (!leases) return { release: unlock, generation: 0 };
+    const release = () => {
+      leases.release(sessionId);
+      unlock();
+    };
+    // An id made for this turn: no process can know it yet, and the turn's first write takes its lease with its row.
+    if (fresh) return { release: releaseOnce(release), generation: FIRST_LEASE_GENERATION };
     let lease;
     try {
       lease = await leases.acquire(sessionId, Math.max(0, waitMs - (Date.now() - started)), signal);
@@ -85,10 +93,6 @@ export class ActorCache {
     }
     const cached = this.cache.get(sessionId);
     if (cached && !lease.reused && lease.generation !== cached.generation + 1) this.dropActor(sessionId);
-    const release = () => {
-      leases.release(sessionId);
-      unlock();
-    };
     return { release: releaseOnce(release), generation: lease.generation };
   }
 

@@ -1,5 +1,5 @@
 import type { DurableWriter } from './durable-writer.js';
-import type { SessionLeaseStore } from '../ports.js';
+import { FIRST_LEASE_GENERATION, type SessionLeaseStore } from '../ports.js';
 import { databaseUnavailable, ServiceError } from '../service-error.js';
 import { newHolderId } from './process-identity.js';
 
@@ -169,6 +169,20 @@ export class SessionLeases {
     holding.confirmedAt = Date.now();
     holding.users += 1;
     return { generation: grant.generation, reused: false };
+  }
+
+  /** The lease a new session's first write takes with its row, for this process (see `SessionStore.start`). */
+  get firstLease(): { holder: string; ttlMs: number } {
+    return { holder: this.holder, ttlMs: this.deps.settings.leaseMs };
+  }
+
+  /**
+   * Holds, for the turn that wrote it, the lease a new session's first write took
+   * (`firstLease`, at `FIRST_LEASE_GENERATION`) once it committed; `sentAt` is when that write
+   * was sent: the lease runs from the database's clock at its commit, later than that.
+   */
+  adopt(sessionId: string, sentAt: number): void {
+    this.held.set(sessionId, { generation: FIRST_LEASE_GENERATION, users: 1, confirmedAt: sentAt, giveBack: false });
   }
 
   /** Ends a turn's use of the lease. The lease stays held, unless it is to be given back. */

@@ -18,7 +18,7 @@ import type { DurableWriter } from './durable-writer.js';
 import { newSessionId } from './session-ids.js';
 import type { SessionLeases } from './session-leases.js';
 import { createSessionRegistry, type SessionRegistry } from './session-registry.js';
-import { abandonedTurnOf, conversationOf, findSessionId, hasUnansweredTurn, planTurn, type PlanSources } from './turn-plan.js';
+import { abandonedTurnOf, conversationOf, findSession, hasUnansweredTurn, planTurn, type PlanSources } from './turn-plan.js';
 import { TurnJournal, type TurnSettings } from './turn-journal.js';
 import { TurnRunner } from './turn-runner.js';
 import { TurnStore } from './turn-store.js';
@@ -130,15 +130,16 @@ export class Supervisor {
     await this.started(handlers.signal);
     // The resent history is hashed once: to find its session and to check it against the stored one.
     const prefixHash = conversation.prefix.length > 0 ? historyHashOf(conversation.prefix) : null;
-    let sessionId = await findSessionId(this.sources, request, { ...conversation, prefixHash });
-    let { release, generation } = await this.cache.hold(sessionId, handlers.signal);
+    const found = await findSession(this.sources, request, { ...conversation, prefixHash });
+    let { sessionId } = found;
+    let { release, generation } = await this.cache.hold(sessionId, handlers.signal, found.fresh);
     try {
-      let plan = await planTurn(this.sources, sessionId, generation, request, { ...conversation, prefixHash });
+      let plan = await planTurn(this.sources, sessionId, generation, request, { ...conversation, prefixHash, fresh: found.fresh });
       if (plan === 'fork') {
         release();
         sessionId = this.sources.newSessionId();
-        ({ release, generation } = await this.cache.hold(sessionId, handlers.signal));
-        plan = (await planTurn(this.sources, sessionId, generation, request, { ...conversation, prefixHash, forceNew: true })) as TurnPlan;
+        ({ release, generation } = await this.cache.hold(sessionId, handlers.signal, true));
+        plan = (await planTurn(this.sources, sessionId, generation, request, { ...conversation, prefixHash, forceNew: true, fresh: true })) as TurnPlan;
       }
       // A reply this process is still writing is not abandoned: planned again once the writes are in, it may still be.
       if (plan.abandoned && (await this.store.settled(sessionId))) {

@@ -1,4 +1,5 @@
 import type { ChatMessage, ToolCall } from '../chat-types.js';
+import type { SessionRecord } from '../ports.js';
 import { ServiceError } from '../service-error.js';
 import type { ApprovalWords } from '../tools/approval-words.js';
 import { checkApprovalAnswers, decideApprovals, notPending, type ApprovalAnswer, type ApprovalRequest } from '../tools/tool-approvals.js';
@@ -11,8 +12,18 @@ import { LLM_FAILURE_PREFIX, type TurnPlan, type TurnRequest } from './turn-type
 /** What planning a turn reads from. */
 export type PlanSources = { cache: ActorCache; store: TurnStore; shortTermTurns: number; approvalWords: ApprovalWords; newSessionId: () => string };
 
-/** A client conversation as the turn path sees it: split, with its resent history's hash. */
-export type PlannedConversation = ClientConversation & { prefixHash: string | null; forceNew?: boolean };
+/**
+ * A client conversation as the turn path sees it: split, with its resent history's hash.
+ * `fresh`: its session's id was made for this turn (`FoundSession`); `forceNew`: the turn moves
+ * to such a session, away from the stored history it no longer matches.
+ */
+export type PlannedConversation = ClientConversation & { prefixHash: string | null; forceNew?: boolean; fresh?: boolean };
+
+/**
+ * The session a request goes to; `fresh` when its id was made here for this turn: no row of it
+ * exists and no other request or process can know it before the turn answers.
+ */
+export type FoundSession = { sessionId: string; fresh: boolean };
 
 /**
  * A request's messages split for its turn, refused with 400 unless the turn has something to
@@ -49,17 +60,17 @@ const RETRIED_FIRST_TURN_CANDIDATES = 5;
  * The session a request belongs to: the one it names, the one its resent history continues, the
  * one an earlier attempt of a retried first turn began (`retried`), or a new one.
  */
-export async function findSessionId(sources: PlanSources, request: TurnRequest, conversation: PlannedConversation): Promise<string> {
-  if (request.sessionHint) return request.sessionHint;
+export async function findSession(sources: PlanSources, request: TurnRequest, conversation: PlannedConversation): Promise<FoundSession> {
+  if (request.sessionHint) return { sessionId: request.sessionHint, fresh: false };
   const { prefixHash } = conversation;
   if (prefixHash !== null) {
     const known = await sources.store.findByHistoryHash(request.userId, prefixHash);
-    if (known) return known.sessionId;
+    if (known) return { sessionId: known.sessionId, fresh: false };
   } else if (request.retried) {
     const earlier = await earlierAttemptOf(sources, request.userId, conversation.tail.map(toTurn));
-    if (earlier) return earlier;
+    if (earlier) return { sessionId: earlier, fresh: false };
   }
-  return sources.newSessionId();
+  return { sessionId: sources.newSessionId(), fresh: true };
 }
 
 /**
@@ -91,7 +102,12 @@ export async function planTurn(
   const { cache, store } = sources;
   // A session whose actor lives here was last written by this process: its row is known.
   const cached = cache.get(sessionId);
-  const { created, ...session } = cached ? { ...cached.session, created: false } : await store.claim(sessionId, request.userId);
+  // A session whose id was made for this turn has no row to read: its first write creates it.
+  const { created, ...session } = conversation.fresh
+    ? { ...newSessionRecord(sessionId, request.userId), created: true }
+    : cached
+      ? { ...cached.session, created: false }
+      : await store.claim(sessionId, request.userId);
   if (session.userId !== request.userId) {
     // Another user's session is not confirmed to exist: the same answer as an unknown agent or conversation.
     throw new ServiceError('NOT_FOUND', `No session found with id '${sessionId}'.`, { param: 'session_id' });
@@ -121,7 +137,7 @@ export async function planTurn(
   const toStore = isRetry ? [] : [...(decided ? [] : answers.map(approvalTurn)), ...turns];
   // A row this request created holds no turns; otherwise they are known only when cached.
   const known = created ? [] : cached?.recent;
-  const base = { session, isNew, generation, toStore, continues: isRetry };
+  const base = { session, isNew, generation, toStore, continues: isRetry, ...(conversation.fresh ? { starts: true as const } : {}) };
   if (prefixHash === null) {
     // A session this process does not hold may end with a turn whose process died before it answered.
     const mayBeAbandoned = !cached && !created && !isRetry && !decided && answers.length === 0 && request.continuesAt === undefined && conversation.forceNew !== true;
@@ -146,6 +162,12 @@ export async function planTurn(
   }
   const plan = { ...base, recent: known, baseHash: prefixHash, hashed: tailTurns };
   return withApprovals(plan, withoutFailedReplies(prefix), tail, request, sources.approvalWords, resumed);
+}
+
+/** The row of a session whose id was just made, as its first write (`SessionStore.start`) creates it. */
+function newSessionRecord(sessionId: string, userId: string): SessionRecord {
+  const now = new Date();
+  return { sessionId, userId, createdAt: now, lastActive: now, historyHash: null, snapshot: null, currentState: null, transitions: 0, deletedAt: null, metadata: {}, usage: {} };
 }
 
 /**

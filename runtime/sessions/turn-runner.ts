@@ -156,14 +156,19 @@ export class TurnRunner {
     const { sessionId } = session;
     const { store, settings } = this.deps;
     const started = performance.now();
-    const fence = this.deps.leases ? { holder: this.deps.leases.holder, generation: plan.generation } : undefined;
+    const { leases } = this.deps;
+    const fence = leases ? { holder: leases.holder, generation: plan.generation } : undefined;
+    const sentAt = Date.now();
     try {
-      await store.persistBeforeAnswer(sessionId, plan.toStore, request.userId, plan.approvals && { progress: progressAtRest(session), fence });
+      if (plan.starts) await store.persistStart(sessionId, plan.toStore, request.userId, leases?.firstLease);
+      else await store.persistBeforeAnswer(sessionId, plan.toStore, request.userId, plan.approvals && { progress: progressAtRest(session), fence });
     } catch (error) {
       // The actor may be ahead of storage now: the client's retry restores the session from it.
       this.cache.distrust(sessionId);
       throw error;
     }
+    // The session's first write took its lease: held for this turn (and the actor's time in the cache) from now on.
+    if (plan.starts) leases?.adopt(sessionId, sentAt);
     // Stored without them, cached without them, whatever becomes of the turn: a decided call never runs twice.
     if (plan.approvals) this.cache.remember(sessionId, session, undefined);
     const lastUserText = plan.hashed.filter((turn) => turn.role === 'user').at(-1)?.content ?? '';

@@ -1,5 +1,5 @@
 import type { EventBus } from '../observability/event-bus.js';
-import type { ConversationStore, LeaseFence, NewConversationRecord, NewResponseRecord, SessionProgress, SessionRecord, SessionStore, TurnStepStore } from '../ports.js';
+import type { ConversationStore, LeaseFence, NewConversationRecord, NewResponseRecord, SessionProgress, SessionRecord, SessionStart, SessionStore, TurnStepStore } from '../ports.js';
 import { databaseUnavailable, ServiceError } from '../service-error.js';
 import { EMPTY_HISTORY_HASH, type Turn } from './conversation-history.js';
 import type { DurableWriter } from './durable-writer.js';
@@ -92,13 +92,41 @@ export class TurnStore {
   async persistBeforeAnswer(sessionId: string, turns: Turn[], userId: string, settled?: { progress: SessionProgress; fence?: LeaseFence }): Promise<void> {
     if (turns.length === 0 && !settled) return;
     const unstored = this.unstoredRecords(sessionId, userId, turns);
+    await this.storeBeforeAnswer(sessionId, userId, turns, 'store user turn', async () => {
+      const records = await unstored();
+      if (settled) return !(await this.deps.sessions.completeTurn(sessionId, records, settled.progress, settled.fence));
+      if (records.length > 0) await this.deps.conversations.append(records);
+      return false;
+    });
+  }
+
+  /**
+   * Starts a session whose id was made for this turn, before anything is answered, as
+   * `persistBeforeAnswer` stores a turn: its row, the user's turns and, with `lease`, its lease,
+   * in one write (`SessionStore.start`).
+   */
+  async persistStart(sessionId: string, turns: Turn[], userId: string, lease?: SessionStart['lease']): Promise<void> {
+    const records = turns.map((turn) => ({ userId, sessionId, role: turn.role, message: turn.content }));
+    let tries = 0;
+    await this.storeBeforeAnswer(sessionId, userId, turns, 'start the session', async () => {
+      tries += 1;
+      // The write stores all of it or nothing: a retry that finds the row follows a try that committed and only lost its acknowledgement.
+      if (tries > 1 && (await this.deps.sessions.get(sessionId))) return false;
+      await this.deps.sessions.start({ sessionId, userId, records, ...(lease ? { lease } : {}) });
+      return false;
+    });
+  }
+
+  /**
+   * Runs `store` (which says whether the turn's lease was found lost) through the durable
+   * writer and waits for it as `persistBeforeAnswer` says.
+   */
+  private async storeBeforeAnswer(sessionId: string, userId: string, turns: Turn[], operation: string, store: () => Promise<boolean>): Promise<void> {
     let calledOff = false;
     let fenceLost = false;
-    const write = this.deps.writer.write(sessionId, 'store user turn', async () => {
+    const write = this.deps.writer.write(sessionId, operation, async () => {
       if (calledOff) return;
-      const records = await unstored();
-      if (settled) fenceLost = !(await this.deps.sessions.completeTurn(sessionId, records, settled.progress, settled.fence));
-      else if (records.length > 0) await this.deps.conversations.append(records);
+      fenceLost = await store();
     });
     if (!(await this.waitForWrite(write))) {
       calledOff = true;

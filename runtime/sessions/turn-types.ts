@@ -227,6 +227,8 @@ export type TurnPlan = {
   hashed: Turn[];
   /** True when the conversation is brand new or forked (no stored turns to continue). */
   isNew: boolean;
+  /** The session's id was made for this turn: nothing of it is stored, and the turn's first write creates it (`SessionStore.start`). */
+  starts?: true;
   /** The session's last stored turns before this turn, when known (see CachedActor). */
   recent?: Turn[];
   /** The session lease's generation this turn runs under (0 without leases). */

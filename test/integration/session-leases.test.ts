@@ -3,9 +3,9 @@ import { expect } from 'chai';
 import { sql } from 'kysely';
 import { DurableWriter } from '../../runtime/sessions/durable-writer.js';
 import { EventBus } from '../../runtime/observability/event-bus.js';
-import type { SessionLeaseStore } from '../../runtime/ports.js';
+import { FIRST_LEASE_GENERATION, type SessionLeaseStore } from '../../runtime/ports.js';
 import { SessionLeases } from '../../runtime/sessions/session-leases.js';
-import { migrateToLatest } from '../../storage/index.js';
+import { createSessionRepository, migrateToLatest } from '../../storage/index.js';
 import { createSessionLeaseRepository } from '../../storage/session-lease-repository.js';
 import { databaseTargets, type TestDatabase } from '../support/databases.js';
 
@@ -68,6 +68,29 @@ for (const target of databaseTargets().filter((each) => each.backend !== 'pglite
         expect(leases.heldCount).to.equal(1);
       } finally {
         openGate();
+        await leases.close();
+      }
+    });
+
+    it("renews, reuses and gives back the lease a new session's start took once it is adopted", async () => {
+      const lost: string[] = [];
+      const leases = new SessionLeases({ store, writer: new DurableWriter(new EventBus()), settings: { leaseMs: LEASE_MS }, onLost: (sessionId) => lost.push(sessionId) });
+      try {
+        const sessionId = randomUUID();
+        const sentAt = Date.now();
+        await createSessionRepository(database.db).start({ sessionId, userId: 'user-a', records: [], lease: leases.firstLease });
+        leases.adopt(sessionId, sentAt);
+        // Past the lease's length: only renewals keep it from another process.
+        await new Promise((resolve) => setTimeout(resolve, 3 * LEASE_MS));
+        expect(await store.tryAcquire(sessionId, 'another-process', 60_000)).to.equal(undefined);
+        expect(lost).to.deep.equal([]);
+        expect(await leases.acquire(sessionId, 1000)).to.deep.equal({ generation: FIRST_LEASE_GENERATION, reused: true });
+        leases.release(sessionId);
+        leases.release(sessionId);
+        leases.giveBack(sessionId);
+        for (let waited = 0; leases.heldCount > 0 && waited < 2000; waited += 10) await new Promise((resolve) => setTimeout(resolve, 10));
+        expect(await store.tryAcquire(sessionId, 'another-process', 60_000)).to.deep.equal({ generation: FIRST_LEASE_GENERATION + 1 });
+      } finally {
         await leases.close();
       }
     });

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { sql } from 'kysely';
-import type { LeaseGrant, SessionCursor, SessionProgress, SessionStore } from '../../runtime/ports.js';
+import { FIRST_LEASE_GENERATION, type LeaseGrant, type SessionCursor, type SessionProgress, type SessionStore } from '../../runtime/ports.js';
 import { createSessionRepository, migrateToLatest } from '../../storage/index.js';
 import { createSessionLeaseRepository } from '../../storage/session-lease-repository.js';
 import { databaseTargets } from '../support/databases.js';
@@ -295,6 +295,70 @@ for (const target of databaseTargets()) {
           expect(await store.get(sessionId)).to.include({ historyHash: 'a' });
         });
       }
+    });
+
+    describe("a new session's first write (start)", () => {
+      const leases = () => createSessionLeaseRepository(database);
+      const turn = (sessionId: string, role: string, message: string) => ({ userId: 'user-a', sessionId, role, message });
+      const recordsOf = async (sessionIds: string[]) =>
+        database.db.selectFrom('conversations').select(['session_id', 'role', 'message']).where('session_id', 'in', sessionIds).orderBy('id').execute();
+
+      it('creates the row, stores the first records in order and takes the lease at the first generation, in one transaction', async () => {
+        const sessionId = randomUUID();
+        await store.start({ sessionId, userId: 'user-a', records: [turn(sessionId, 'system', 'Be brief.'), turn(sessionId, 'user', 'hi')], lease: { holder: 'process-a', ttlMs: 60_000 } });
+        expect(await store.get(sessionId)).to.include({ userId: 'user-a', historyHash: null, snapshot: null, transitions: 0, deletedAt: null });
+        expect((await recordsOf([sessionId])).map(({ role, message }) => ({ role, message }))).to.deep.equal([
+          { role: 'system', message: 'Be brief.' },
+          { role: 'user', message: 'hi' },
+        ]);
+        // Another process finds the lease held; its holder takes it again at the next generation.
+        expect(await leases().tryAcquire(sessionId, 'process-b', 60_000)).to.equal(undefined);
+        expect(await leases().tryAcquire(sessionId, 'process-a', 60_000)).to.deep.equal({ generation: 2 });
+        const xmins = await sql<{ xmin: string }>`
+          select xmin::text from sessions where session_id = ${sessionId}
+          union all select xmin::text from conversations where session_id = ${sessionId}`.execute(database.db);
+        expect(new Set(xmins.rows.map((row) => row.xmin)).size).to.equal(1);
+      });
+
+      it('fences the end of the first turn with the lease the start took', async () => {
+        const sessionId = randomUUID();
+        await store.start({ sessionId, userId: 'user-a', records: [turn(sessionId, 'user', 'hi')], lease: { holder: 'process-a', ttlMs: 60_000 } });
+        expect(await store.completeTurn(sessionId, [turn(sessionId, 'assistant', 'hello')], progress({ historyHash: 'h-1' }), { holder: 'process-a', generation: FIRST_LEASE_GENERATION })).to.equal(true);
+        expect(await store.completeTurn(sessionId, [], progress({ historyHash: 'h-2' }), { holder: 'process-b', generation: FIRST_LEASE_GENERATION })).to.equal(false);
+        expect(await store.get(sessionId)).to.include({ historyHash: 'h-1' });
+      });
+
+      it('takes no lease when given none', async () => {
+        const sessionId = randomUUID();
+        await store.start({ sessionId, userId: 'user-a', records: [turn(sessionId, 'user', 'hi')] });
+        expect(await store.get(sessionId)).to.include({ userId: 'user-a' });
+        expect(await leases().tryAcquire(sessionId, 'process-b', 60_000)).to.deep.equal({ generation: 1 });
+      });
+
+      it('starts the sessions of concurrent turns in one transaction, each with its own records', async () => {
+        const ids = [randomUUID(), randomUUID(), randomUUID()];
+        await Promise.all(ids.map((sessionId, index) => store.start({ sessionId, userId: 'user-a', records: [turn(sessionId, 'user', `m${index}`), turn(sessionId, 'user', `n${index}`)] })));
+        const rows = await recordsOf(ids);
+        for (const [index, sessionId] of ids.entries()) {
+          expect(rows.filter((row) => row.session_id === sessionId).map((row) => row.message)).to.deep.equal([`m${index}`, `n${index}`]);
+        }
+        const written = await sql<{ xmin: string }>`select xmin::text from sessions where session_id in (${sql.join(ids)})`.execute(database.db);
+        expect(new Set(written.rows.map((row) => row.xmin)).size).to.equal(1);
+      });
+
+      it('stores nothing of a start whose id is taken, and still starts the sessions started with it', async () => {
+        const [taken, free] = [randomUUID(), randomUUID()];
+        await store.claim(taken, 'user-b');
+        const [refused, started] = await Promise.allSettled([
+          store.start({ sessionId: taken, userId: 'user-a', records: [turn(taken, 'user', 'lost')], lease: { holder: 'process-a', ttlMs: 60_000 } }),
+          store.start({ sessionId: free, userId: 'user-a', records: [turn(free, 'user', 'kept')], lease: { holder: 'process-a', ttlMs: 60_000 } }),
+        ]);
+        expect(refused.status).to.equal('rejected');
+        expect(started.status).to.equal('fulfilled');
+        expect(await store.get(taken)).to.include({ userId: 'user-b' });
+        expect((await recordsOf([taken, free])).map((row) => row.message)).to.deep.equal(['kept']);
+        expect(await leases().tryAcquire(taken, 'process-b', 60_000)).to.deep.equal({ generation: 1 });
+      });
     });
 
     it('creates a fresh session owned by the user when claiming an unknown id', async () => {
