@@ -112,7 +112,11 @@ async function benchOnPostgres(run: Run, llmUrl: string, workers?: number): Prom
   await onScratchDatabase(run, service, (url) => benchService(run, 'pg', llmUrl, url, workers));
 }
 
-/** The persisted pass-through on a scratch database, with the service's default pool size, one session per connection. */
+/**
+ * The persisted pass-through (the floor: the user's message and the reply committed, a
+ * session's last 20 messages kept in memory and sent upstream) on a scratch database, with
+ * the service's default pool size, one session per connection, streaming too.
+ */
 async function benchPersistedPassthrough(run: Run, llmUrl: string): Promise<void> {
   await onScratchDatabase(run, 'persisted passthrough', async (url) => {
     const persisted = await startChild({
@@ -123,7 +127,7 @@ async function benchPersistedPassthrough(run: Run, llmUrl: string): Promise<void
       cwd: ROOT,
       ready: { line: /passthrough listening on (http:\/\/\S+)/ },
     });
-    await measureBaseline(run, 'persisted', persisted.url, ['session'], false);
+    await measureBaseline(run, 'persisted', persisted.url, ['session'], run.options.stream);
     await stopChecked(run, persisted);
   });
 }

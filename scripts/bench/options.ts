@@ -4,7 +4,8 @@ import { parseArgs } from 'node:util';
 export const TARGETS = ['direct', 'passthrough', 'persisted', 'pglite', 'pg'] as const;
 /**
  * A place requests go: the LLM itself, the bare pass-through, the persisted pass-through (the
- * same plus the user's message and the reply committed to PostgreSQL), or the service on one of its databases.
+ * floor: the same plus the user's message and the reply committed to PostgreSQL, and a
+ * session's last 20 messages kept in memory and sent upstream), or the service on one of its databases.
  */
 export type Target = (typeof TARGETS)[number];
 
