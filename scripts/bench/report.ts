@@ -3,6 +3,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, platform, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 import type { SelfTimeComparison, SelfTimeReport } from './cpu-profile.js';
+import { cpuPerRequestMs, serviceCpuMs, targetCores } from './cell-cpu.js';
 import type { CpuUsage } from './cpu-usage.js';
 import { median } from './latency-stats.js';
 import type { LoadResult } from './load.js';
@@ -164,18 +165,6 @@ export function checkGoals(allCells: CellResult[]): string[] {
   }
   return goals;
 }
-
-/** Cores of the process under test during a cell (the LLM itself for direct). */
-function targetCores(cell: Pick<CellResult, 'target' | 'cpu'>): number {
-  const { bench: _bench, 'fake LLM': llm = 0, postgres: _postgres, ...rest } = cell.cpu.byProcess;
-  return cell.target === 'direct' ? llm : Object.values(rest).reduce((sum, used) => sum + used, 0);
-}
-
-/** CPU milliseconds a request of `cores` used during the cell (or one of its rounds). */
-const cpuPerRequestMs = (cell: { result: { rps: number } }, cores: number) => (cell.result.rps > 0 ? (1000 * cores) / cell.result.rps : Number.POSITIVE_INFINITY);
-
-/** The service's CPU milliseconds a turn in a cell of the service (or one of its rounds). */
-const serviceCpuMs = (cell: { target: Target; result: { rps: number }; cpu: CpuUsage }) => cpuPerRequestMs(cell, targetCores(cell));
 
 /**
  * A Responses API cell's ratios to its chat twin in each round both were measured in
