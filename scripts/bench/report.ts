@@ -8,6 +8,8 @@ import type { CpuUsage } from './cpu-usage.js';
 import { median } from './latency-stats.js';
 import type { LoadResult } from './load.js';
 import type { Api, BenchOptions, SessionMode, Target } from './options.js';
+import type { SessionScenario } from './scenarios.js';
+import { floorScenarioGoals, floorScenarioSections } from './scenario-report.js';
 import { recallSection, type RecallReport } from './recall-latency.js';
 import { sessionMemorySection, type SessionMemoryReport } from './session-memory.js';
 import { startUpSections, type StartUpReport } from './start-up.js';
@@ -31,6 +33,8 @@ export type CellResult = {
   workers?: number;
   /** With --rounds above 1: the cell in each start of the service, whose sum the cell is. */
   rounds?: RoundResult[];
+  /** Set in the cells of the scenarios measured against the floor. */
+  scenario?: SessionScenario;
 };
 
 /** A cell as one start of the service measured it. */
@@ -107,7 +111,8 @@ function chatTwin(cells: CellResult[], cell: CellResult): CellResult | undefined
  * turn; streaming at most 1.5 ms added to the first piece and 2 ms of CPU a stream; on PGlite
  * at 128 connections a p99 at most 5 times the p50; 4 workers no slower than one. And a turn
  * through the Responses API within 10% of the same turn through chat completions, in req/s
- * and in the service's CPU a turn.
+ * and in the service's CPU a turn. Then the targets of the scenarios against the floor (see
+ * `floorScenarioGoals`).
  */
 export function checkGoals(allCells: CellResult[]): string[] {
   const goals: string[] = [];
@@ -163,7 +168,7 @@ export function checkGoals(allCells: CellResult[]): string[] {
     const one = allCells.find((other) => other.workers === 1 && other.mode === cell.mode && other.connections === 128);
     if (one) goal(cell.result.rps >= one.result.rps, `service pg ${cell.workers} workers (${cell.mode}) c=128: ${percent(cell.result.rps / one.result.rps)} of one worker's req/s (goal >= 100%)`);
   }
-  return goals;
+  return [...goals, ...floorScenarioGoals(allCells)];
 }
 
 /**
@@ -203,8 +208,8 @@ function medianRatios(byRound: Array<{ rps: number; cpu: number }>): { rps: numb
   return { rps: median(byRound.map((round) => round.rps)), cpu: median(byRound.map((round) => round.cpu)) };
 }
 
-/** The cells of the throughput scenario (the workers scenario's have a worker count). */
-const throughputCells = (cells: CellResult[]) => cells.filter((cell) => cell.workers === undefined);
+/** The cells of the throughput scenario (the workers scenario's have a worker count, the floor's scenarios' their name). */
+const throughputCells = (cells: CellResult[]) => cells.filter((cell) => cell.workers === undefined && cell.scenario === undefined);
 
 /** The workers scenario: the service on PostgreSQL with each worker count, compared with the fewest workers. */
 function workersSection(allCells: CellResult[]): Section | undefined {
@@ -235,7 +240,7 @@ function workersSection(allCells: CellResult[]): Section | undefined {
 
 /** The sections of the scenarios other than throughput, in the order they ran. */
 function scenarioSections(report: BenchReport): Section[] {
-  const sections = [workersSection(report.cells)];
+  const sections = [workersSection(report.cells), ...floorScenarioSections(report.cells)];
   if (report.sessionMemory) sections.push(sessionMemorySection(report.sessionMemory));
   if (report.recall) sections.push(recallSection(report.recall));
   if (report.startUp) sections.push(...startUpSections(report.startUp));
@@ -435,7 +440,7 @@ function noisyLine(cells: CellResult[]): string[] {
 function errorLines(cells: CellResult[]): string[] {
   return cells
     .filter((cell) => cell.flagged)
-    .map((cell) => `${labelOf(cell, cells)}${cell.workers ? ` ${cell.workers} workers` : ''} ${cell.mode ?? ''} ${cell.stream ? 'stream ' : ''}c=${cell.connections}: ${cell.result.errors} errors, e.g. ${cell.result.errorSamples.join(' | ')}`);
+    .map((cell) => `${cell.scenario ? `${cell.scenario}: ` : ''}${labelOf(cell, cells)}${cell.workers ? ` ${cell.workers} workers` : ''} ${cell.mode ?? ''} ${cell.stream ? 'stream ' : ''}c=${cell.connections}: ${cell.result.errors} errors, e.g. ${cell.result.errorSamples.join(' | ')}`);
 }
 
 /** The readable report printed on stdout. */
