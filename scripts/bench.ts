@@ -76,7 +76,7 @@ async function main(): Promise<void> {
     machine,
     options: settingsOf(options),
     cells: run.cells,
-    goals: checkGoals(run.cells),
+    goals: checkGoals(run.cells, startUp),
     notes: run.notes,
     ...(run.profile.length > 0 ? { profile: run.profile } : {}),
     ...(run.profileComparison.length > 0 ? { profileComparison: run.profileComparison } : {}),

@@ -12,7 +12,7 @@ import type { SessionScenario } from './scenarios.js';
 import { floorScenarioGoals, floorScenarioSections } from './scenario-report.js';
 import { recallSection, type RecallReport } from './recall-latency.js';
 import { sessionMemorySection, type SessionMemoryReport } from './session-memory.js';
-import { startUpSections, type StartUpReport } from './start-up.js';
+import { startUpGoals, startUpSections, type StartUpReport } from './start-up.js';
 import { markdownTable, ms, sectionMarkdown, sectionText, textTable, type Section, type Table } from './table.js';
 
 /** One measured cell: a target, an API (service only: chat or responses), a session mode (service only), streaming or not, a concurrency. */
@@ -112,9 +112,9 @@ function chatTwin(cells: CellResult[], cell: CellResult): CellResult | undefined
  * at 128 connections a p99 at most 5 times the p50; 4 workers no slower than one. And a turn
  * through the Responses API within 10% of the same turn through chat completions, in req/s
  * and in the service's CPU a turn. Then the targets of the scenarios against the floor (see
- * `floorScenarioGoals`).
+ * `floorScenarioGoals`) and of the start-up against its floor (`startUpGoals`).
  */
-export function checkGoals(allCells: CellResult[]): string[] {
+export function checkGoals(allCells: CellResult[], startUp?: StartUpReport): string[] {
   const goals: string[] = [];
   const goal = (met: boolean, text: string) => goals.push(`${met ? 'MET ' : 'MISS'} ${text}`);
   const all = throughputCells(allCells);
@@ -168,7 +168,7 @@ export function checkGoals(allCells: CellResult[]): string[] {
     const one = allCells.find((other) => other.workers === 1 && other.mode === cell.mode && other.connections === 128);
     if (one) goal(cell.result.rps >= one.result.rps, `service pg ${cell.workers} workers (${cell.mode}) c=128: ${percent(cell.result.rps / one.result.rps)} of one worker's req/s (goal >= 100%)`);
   }
-  return [...goals, ...floorScenarioGoals(allCells)];
+  return [...goals, ...floorScenarioGoals(allCells), ...(startUp ? startUpGoals(startUp) : [])];
 }
 
 /**

@@ -65,7 +65,7 @@ function scenarioSection(scenario: SessionScenario, cells: CellResult[]): Sectio
     'pg cpu µs',
   ];
   const rows = cells.map((cell) => {
-    const floor = cell.target === 'persisted' ? undefined : floorOf(cells, cell);
+    const floor = cell.target === 'persisted' || cell.target === 'direct' ? undefined : floorOf(cells, cell);
     const { result } = cell;
     const postgres = cell.cpu.byProcess.postgres ?? 0;
     return [
@@ -83,7 +83,7 @@ function scenarioSection(scenario: SessionScenario, cells: CellResult[]): Sectio
       String(result.ok),
       cell.flagged ? `${result.errors} !!` : '0',
       cpuUs(cell).toFixed(0),
-      floor && cell.target !== 'direct' ? times(cpuUs(cell) / cpuUs(floor)) : '',
+      floor ? times(cpuUs(cell) / cpuUs(floor)) : '',
       cell.target === 'pg' || cell.target === 'persisted' ? (1000 * cpuPerRequestMs(cell, postgres)).toFixed(0) : '',
     ];
   });
