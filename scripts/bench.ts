@@ -15,6 +15,7 @@ import { measureRecall } from './bench/recall-latency.js';
 import { responsesBodies } from './bench/responses-body.js';
 import { createScratchDatabase, type ScratchDatabase } from './bench/scratch-database.js';
 import { DEFAULT_POOL_SIZE } from '../storage/index.js';
+import { HISTORY_MESSAGES, scenarioBodies, scenarioCells, sessionHeaders, SESSION_SCENARIOS, type ScenarioCell, type SessionScenario } from './bench/scenarios.js';
 import { measureSessionMemory } from './bench/session-memory.js';
 import { measureStartUp } from './bench/start-up.js';
 import { ensureBuilt } from './build.mjs';
@@ -60,23 +61,9 @@ async function main(): Promise<void> {
     cwd: ROOT,
     ready: { line: /fake LLM listening on (http:\/\/\S+)\/v1/ },
   });
-  if (options.targets.includes('direct')) await measureBaseline(run, 'direct', llm.url, [null], options.stream);
-  if (options.targets.includes('passthrough')) {
-    const passthrough = await startChild({
-      name: 'passthrough',
-      script: 'dist/scripts/bench/passthrough.js',
-      nodeArgs: NODE_FLAGS,
-      args: ['--upstream', llm.url],
-      cwd: ROOT,
-      ready: { line: /passthrough listening on (http:\/\/\S+)/ },
-    });
-    await measureBaseline(run, 'passthrough', passthrough.url, [null], false);
-    await stopChecked(run, passthrough);
-  }
-  if (options.targets.includes('persisted')) await benchPersistedPassthrough(run, llm.url);
-  if (options.targets.includes('pglite')) await benchService(run, 'pglite', llm.url, '');
-  if (options.targets.includes('pg')) await benchOnPostgres(run, llm.url);
+  if (options.scenarios.includes('throughput')) await benchThroughput(run, llm.url);
   for (const workers of options.scenarios.includes('workers') ? options.workers : []) await benchOnPostgres(run, llm.url, workers);
+  for (const scenario of SESSION_SCENARIOS.filter((name) => options.scenarios.includes(name))) await benchScenario(run, scenario, llm.url);
   const sessionMemory = options.scenarios.includes('session-memory') ? await measureSessionMemory(options, llm.url, ROOT) : undefined;
   const startUp = options.scenarios.includes('start-up')
     ? await measureStartUp({ runs: options.starts, cachedSessions: options.cachedSessions, dbUrl: options.dbUrl }, llm.url, ROOT, tmp)
@@ -89,7 +76,7 @@ async function main(): Promise<void> {
     machine,
     options: settingsOf(options),
     cells: run.cells,
-    goals: checkGoals(run.cells),
+    goals: checkGoals(run.cells, startUp),
     notes: run.notes,
     ...(run.profile.length > 0 ? { profile: run.profile } : {}),
     ...(run.profileComparison.length > 0 ? { profileComparison: run.profileComparison } : {}),
@@ -102,6 +89,26 @@ async function main(): Promise<void> {
   console.log(`\nWritten: ${files.join(', ')}`);
 }
 
+/** The throughput scenario: each of the targets selected, at each concurrency (and session mode and API). */
+async function benchThroughput(run: Run, llmUrl: string): Promise<void> {
+  if (run.options.targets.includes('direct')) await measureBaseline(run, 'direct', llmUrl, [null], run.options.stream);
+  if (run.options.targets.includes('passthrough')) {
+    const passthrough = await startChild({
+      name: 'passthrough',
+      script: 'dist/scripts/bench/passthrough.js',
+      nodeArgs: NODE_FLAGS,
+      args: ['--upstream', llmUrl],
+      cwd: ROOT,
+      ready: { line: /passthrough listening on (http:\/\/\S+)/ },
+    });
+    await measureBaseline(run, 'passthrough', passthrough.url, [null], false);
+    await stopChecked(run, passthrough);
+  }
+  if (run.options.targets.includes('persisted')) await benchPersistedPassthrough(run, llmUrl);
+  if (run.options.targets.includes('pglite')) await benchService(run, 'pglite', llmUrl, '');
+  if (run.options.targets.includes('pg')) await benchOnPostgres(run, llmUrl);
+}
+
 function settingsOf({ help: _help, ...settings }: BenchOptions): BenchReport['options'] {
   return settings;
 }
@@ -112,20 +119,100 @@ async function benchOnPostgres(run: Run, llmUrl: string, workers?: number): Prom
   await onScratchDatabase(run, service, (url) => benchService(run, 'pg', llmUrl, url, workers));
 }
 
-/** The persisted pass-through on a scratch database, with the service's default pool size, one session per connection. */
+/**
+ * The persisted pass-through (the floor: the user's message and the reply committed, a
+ * session's last 20 messages kept in memory and sent upstream) on a scratch database, with
+ * the service's default pool size, one session per connection, streaming too.
+ */
 async function benchPersistedPassthrough(run: Run, llmUrl: string): Promise<void> {
   await onScratchDatabase(run, 'persisted passthrough', async (url) => {
-    const persisted = await startChild({
-      name: 'persisted passthrough',
-      script: 'dist/scripts/bench/passthrough.js',
-      nodeArgs: NODE_FLAGS,
-      args: ['--upstream', llmUrl, '--db-url', url, '--pool-size', String(DEFAULT_POOL_SIZE)],
-      cwd: ROOT,
-      ready: { line: /passthrough listening on (http:\/\/\S+)/ },
-    });
-    await measureBaseline(run, 'persisted', persisted.url, ['session'], false);
+    const persisted = await startFloor(llmUrl, url);
+    await measureBaseline(run, 'persisted', persisted.url, ['session'], run.options.stream);
     await stopChecked(run, persisted);
   });
+}
+
+/** Starts the persisted pass-through (the floor) on the database at `dbUrl`, with the service's default pool size. */
+function startFloor(llmUrl: string, dbUrl: string): Promise<RunningChild> {
+  return startChild({
+    name: 'persisted passthrough',
+    script: 'dist/scripts/bench/passthrough.js',
+    nodeArgs: NODE_FLAGS,
+    args: ['--upstream', llmUrl, '--db-url', dbUrl, '--pool-size', String(DEFAULT_POOL_SIZE), '--history-turns', String(HISTORY_MESSAGES)],
+    cwd: ROOT,
+    ready: { line: /passthrough listening on (http:\/\/\S+)/ },
+  });
+}
+
+/**
+ * A scenario measured against the floor: the LLM alone (in the cells that read what a target
+ * adds to it), the floor, and the service on the PostgreSQL server and on PGlite, each of the
+ * selected targets started afresh on a new database for the scenario, driven unmeasured, then
+ * measured in each of the scenario's cells.
+ */
+async function benchScenario(run: Run, scenario: SessionScenario, llmUrl: string): Promise<void> {
+  const cells = scenarioCells(scenario, run.options);
+  const selected = (target: Target) => run.options.targets.includes(target);
+  if (selected('direct') && cells.some((cell) => cell.againstDirect)) {
+    await measureScenario(run, scenario, 'direct', llmUrl, cells.filter((cell) => cell.againstDirect));
+  }
+  if (selected('persisted')) {
+    await onScratchDatabase(run, `${scenario}: persisted passthrough`, async (url) => {
+      const floor = await startFloor(llmUrl, url);
+      await measureScenario(run, scenario, 'persisted', floor.url, cells);
+      await stopChecked(run, floor);
+    });
+  }
+  if (selected('pg')) await onScratchDatabase(run, `${scenario}: service pg`, (url) => benchServiceInScenario(run, scenario, 'pg', llmUrl, url, cells));
+  if (selected('pglite')) await benchServiceInScenario(run, scenario, 'pglite', llmUrl, '', cells);
+}
+
+/** Starts the service on a new database (a new PGlite folder, or the scratch database at `dbUrl`), measures a scenario's cells, stops it, and ranks its profile when asked. */
+async function benchServiceInScenario(run: Run, scenario: SessionScenario, target: 'pglite' | 'pg', llmUrl: string, dbUrl: string, cells: ScenarioCell[]): Promise<void> {
+  const profileDir = join(ROOT, 'bench-results', `profile-${run.stamp}-${scenario}-${target}`);
+  const service = await startService(run, {
+    target,
+    llmUrl,
+    dbUrl,
+    dataDir: join(run.tmp, `pglite-${scenario}`),
+    nodeArgs: run.options.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [],
+    env: {},
+  });
+  const measured = await measureScenario(run, scenario, target, service.url, cells);
+  await stopChecked(run, service);
+  if (run.options.profile) await rankProfile(run, profileDir, ['chat'], measured);
+}
+
+/**
+ * Measures a target in a scenario's cells. A process under test is first driven unmeasured
+ * (--warmup requests, 16 at a time, unpaced, on sessions of its own), so that no cell, the
+ * paced streams' that opens at once least of all, measures code still being compiled.
+ */
+async function measureScenario(run: Run, scenario: SessionScenario, target: Target, origin: string, cells: ScenarioCell[]): Promise<MeasuredCell[]> {
+  const prefix = `bench-${run.stamp}-${scenario}-${target}`;
+  if (target !== 'direct') {
+    const { paceMs: _unpaced, ...first } = cells[0]!;
+    const exchange = scenarioExchange(first, target, `${prefix}-warm-up`);
+    const result = await runLoad({ origin, connections: 16, warmup: 0, durationMs: 0, requests: run.options.warmup, exchange });
+    if (result.errors > 0) run.notes.push(`${scenario}: ${target} warm-up: ${result.errors} errors, e.g. ${result.errorSamples[0]}`);
+  }
+  const measured: MeasuredCell[] = [];
+  for (const cell of cells) {
+    const setting: CellSetting = { target, api: 'chat', mode: target === 'direct' ? null : 'session', stream: cell.stream, connections: cell.connections, scenario };
+    const exchange = scenarioExchange(cell, target, `${prefix}-c${cell.connections}`);
+    const phase = await measurePhase(run, setting, origin, exchange, { warmup: cell.warmup, durationMs: cell.durationMs, requests: cell.requests });
+    recordCell(run, setting, [[phase]]);
+    printCell(cellLabel(setting), summariseCell([phase]));
+    measured.push({ setting, phases: [phase] });
+  }
+  return measured;
+}
+
+/** The requests of a scenario's cell: the LLM alone gets the whole conversation, the others each client's session named. */
+function scenarioExchange(cell: ScenarioCell, target: Target, prefix: string): Exchange {
+  const direct = target === 'direct';
+  const headers = direct ? () => ({ 'content-type': 'application/json' }) : sessionHeaders(prefix, cell.turnsPerSession);
+  return (cell.stream ? streamExchange : jsonExchange)(scenarioBodies(cell, direct), headers);
 }
 
 /** Runs `measure` on a database created for it on the PostgreSQL server, dropped afterwards; notes a skip when the server is down. */
@@ -165,38 +252,25 @@ type ServiceStart = { target: 'pglite' | 'pg'; llmUrl: string; dbUrl: string; wo
 
 /** Starts the service, measures its cells, stops it, and reads its CPU profile when asked. */
 async function serviceRound(run: Run, { target, llmUrl, dbUrl, workers, round }: ServiceStart): Promise<MeasuredCell[]> {
-  const port = await freePort();
   const roundSuffix = run.options.rounds > 1 ? `-r${round}` : '';
   const traces = run.options.tracing ? await startOtlpSink() : undefined;
   const unregisterSink = traces ? addCleanup(traces.close) : undefined;
   const profileDir = join(ROOT, 'bench-results', `profile-${run.stamp}-${target}${workers !== undefined ? `-w${workers}` : ''}${roundSuffix}`);
-  const service = await startChild({
-    name: `service ${target}${workers !== undefined ? ` ${workers}w` : ''}`,
-    // The command \`npm start\` runs.
-    script: SERVICE_SCRIPT,
-    nodeArgs: [...NODE_FLAGS, ...(run.options.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [])],
-    cwd: ROOT,
+  const service = await startService(run, {
+    target,
+    llmUrl,
+    dbUrl,
+    dataDir: join(run.tmp, `pglite-${target}`),
+    workers,
+    nodeArgs: run.options.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [],
     env: {
-      ...process.env,
-      APP_HOST: '127.0.0.1',
-      APP_PORT: String(port),
-      LLM_BASE_URL: `${llmUrl}/v1`,
-      DATA_DIR: join(run.tmp, `pglite-${target}`),
-      DB_URL: dbUrl,
-      APP_WORKERS: String(workers ?? 1),
-      // The load comes from one user: per-user limits would measure the limiter, not the service.
-      LIMITS_REQUESTS_PER_MINUTE: '0',
-      LIMITS_CONCURRENT_REQUESTS: '0',
-      // At info the service logs a line per request; at warn its ready line is not printed, so it is probed.
-      LOG_LEVEL: 'warn',
       ...(run.options.toolTurns ? { CONFIG_FILE: await toolServerFile(run) } : {}),
       // --tracing: every span kept and sent, in batches as often as the SDK's default (5 s).
       ...(traces ? { OTEL_EXPORTER_OTLP_ENDPOINT: traces.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf', OTEL_TRACES_SAMPLER: 'always_on' } : {}),
     },
-    ready: { probe: `http://127.0.0.1:${port}/v1/models` },
   });
   if (workers !== undefined && workers > 1) {
-    const held = await waitForWorkers(service.url, port, service.process.pid!, workers);
+    const held = await waitForWorkers(service.url, Number(new URL(service.url).port), service.process.pid!, workers);
     run.notes.push(`${service.name}${roundSuffix}: every worker took connections before the first cell (a batch of ${held.reduce((a, b) => a + b, 0)} held ${held.join('/')})`);
   }
   // The workers scenario compares worker counts on chat completions only.
@@ -211,6 +285,37 @@ async function serviceRound(run: Run, { target, llmUrl, dbUrl, workers, round }:
   }
   if (run.options.profile) await rankProfile(run, profileDir, apis, cells);
   return cells;
+}
+
+/** How the service under test is started: on which database and data folder, with how many workers, which extra Node flags and environment. */
+type ServiceLaunch = { target: 'pglite' | 'pg'; llmUrl: string; dbUrl: string; dataDir: string; workers?: number; nodeArgs: string[]; env: NodeJS.ProcessEnv };
+
+/** Starts the service as \`npm start\` runs it, on a port of its own, and waits until it answers. */
+async function startService(run: Run, { target, llmUrl, dbUrl, dataDir, workers, nodeArgs, env }: ServiceLaunch): Promise<RunningChild> {
+  const port = await freePort();
+  return startChild({
+    name: `service ${target}${workers !== undefined ? ` ${workers}w` : ''}`,
+    // The command \`npm start\` runs.
+    script: SERVICE_SCRIPT,
+    nodeArgs: [...NODE_FLAGS, ...nodeArgs],
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      APP_HOST: '127.0.0.1',
+      APP_PORT: String(port),
+      LLM_BASE_URL: `${llmUrl}/v1`,
+      DATA_DIR: dataDir,
+      DB_URL: dbUrl,
+      APP_WORKERS: String(workers ?? 1),
+      // The load comes from one user: per-user limits would measure the limiter, not the service.
+      LIMITS_REQUESTS_PER_MINUTE: '0',
+      LIMITS_CONCURRENT_REQUESTS: '0',
+      // At info the service logs a line per request; at warn its ready line is not printed, so it is probed.
+      LOG_LEVEL: 'warn',
+      ...env,
+    },
+    ready: { probe: `http://127.0.0.1:${port}/v1/models` },
+  });
 }
 
 /** Ranks the self time of a service's profile in its measured windows, each API's apart (one process served them all). */
@@ -276,7 +381,13 @@ async function measureApis(run: Run, setting: Omit<CellSetting, 'api'>, apis: Ap
   // One exchange per API for both its halves: a client's chain of responses goes on in the second.
   const exchanges = new Map(apis.map((api) => [api, exchangeOf(run, { ...setting, api })]));
   const phases = new Map<Api, MeasuredPhase[]>(apis.map((api) => [api, []]));
-  for (const api of order) phases.get(api)!.push(await measurePhase(run, { ...setting, api }, origin, exchanges.get(api)!, halves));
+  const size: PhaseSize = {
+    // Each worker process compiles its own hot code: every worker gets as many warm-up requests as one process does.
+    warmup: run.options.warmup * (setting.workers ?? 1),
+    durationMs: run.options.durationMs / halves,
+    requests: run.options.requests === undefined ? undefined : Math.ceil(run.options.requests / halves),
+  };
+  for (const api of order) phases.get(api)!.push(await measurePhase(run, { ...setting, api }, origin, exchanges.get(api)!, size));
   const cells = apis.map((api) => ({ setting: { ...setting, api }, phases: phases.get(api)! }));
   for (const cell of cells) printCell(`${cellLabel(cell.setting)}${setting.round !== undefined && run.options.rounds > 1 ? ` round ${setting.round}` : ''}`, summariseCell(cell.phases));
   return cells;
@@ -301,7 +412,18 @@ async function warmUp(run: Run, target: Target, origin: string, apis: Api[], rou
  * What one cell measures (or, with `warmUp`, drives unmeasured before the first cell: its
  * sessions are its own), and in which of a service's rounds (each round's sessions are its own).
  */
-type CellSetting = { target: Target; api: Api; mode: SessionMode | null; stream: boolean; connections: number; workers?: number; round?: number; warmUp?: boolean };
+type CellSetting = {
+  target: Target;
+  api: Api;
+  mode: SessionMode | null;
+  stream: boolean;
+  connections: number;
+  workers?: number;
+  round?: number;
+  warmUp?: boolean;
+  /** Set in the cells of the scenarios measured against the floor. */
+  scenario?: SessionScenario;
+};
 
 /** A cell as one round measured it, in phases. */
 type MeasuredCell = { setting: CellSetting; phases: MeasuredPhase[] };
@@ -341,13 +463,15 @@ async function toolServerFile(run: Run): Promise<string> {
 type MeasuredPhase = { load: LoadPhase; cpu: CpuUsage };
 
 /** The label of a cell in the bench's progress lines. */
-function cellLabel({ target, api, mode, stream, connections, workers }: CellSetting): string {
-  return `${target}${workers !== undefined ? ` ${workerCount(workers)}` : ''}${api === 'responses' ? ' responses' : ''}${mode ? ` ${mode}` : ''}${stream ? ' stream' : ''} c=${connections}`;
+function cellLabel({ target, api, mode, stream, connections, workers, scenario }: CellSetting): string {
+  return `${scenario ? `${scenario} ` : ''}${target}${workers !== undefined ? ` ${workerCount(workers)}` : ''}${api === 'responses' ? ' responses' : ''}${mode ? ` ${mode}` : ''}${stream ? ' stream' : ''} c=${connections}`;
 }
 
-/** Measures one of the `phases` a cell's time is cut into, after the warm-up requests, once the machine is quiet. */
-async function measurePhase(run: Run, setting: CellSetting, origin: string, exchange: Exchange, phases: number): Promise<MeasuredPhase> {
-  const { mode, connections, workers } = setting;
+/** How much a measured phase loads: warm-up requests, then a window of a duration or of a number of requests. */
+type PhaseSize = { warmup: number; durationMs: number; requests: number | undefined };
+
+/** Measures a phase of a cell, after its warm-up requests, once the machine is quiet. */
+async function measurePhase(run: Run, setting: CellSetting, origin: string, exchange: Exchange, size: PhaseSize): Promise<MeasuredPhase> {
   if (run.options.quietWaitMs > 0) {
     const foreign = await waitForQuiet(watched, QUIET_CORES, run.options.quietWaitMs);
     if (foreign >= QUIET_CORES) console.error(`  ${cellLabel(setting)}: other processes and steal still take ${foreign.toFixed(2)} cores; measuring anyway`);
@@ -356,12 +480,9 @@ async function measurePhase(run: Run, setting: CellSetting, origin: string, exch
   let cpu: CpuUsage | undefined;
   const load = await runLoadPhase({
     origin,
-    connections,
-    sharedConnections: mode === 'pooled',
-    // Each worker process compiles its own hot code: every worker gets as many warm-up requests as one process does.
-    warmup: run.options.warmup * (workers ?? 1),
-    durationMs: run.options.durationMs / phases,
-    requests: run.options.requests === undefined ? undefined : Math.ceil(run.options.requests / phases),
+    connections: setting.connections,
+    sharedConnections: setting.mode === 'pooled',
+    ...size,
     exchange,
     onMeasureStart: () => (watch = watchCpu(watched)),
     onMeasureEnd: () => (cpu = watch!.stop()),
@@ -379,10 +500,10 @@ function summariseCell(phases: MeasuredPhase[]): { result: LoadResult; cpu: CpuU
 
 /** Records a cell measured in one or more rounds, each in phases; prints its line when it adds several rounds up. */
 function recordCell(run: Run, setting: CellSetting, rounds: MeasuredPhase[][]): void {
-  const { target, api, mode, stream, connections, workers } = setting;
+  const { target, api, mode, stream, connections, workers, scenario } = setting;
   const { result, cpu } = summariseCell(rounds.flat());
   const byRound = rounds.length > 1 ? { rounds: rounds.map(summariseCell).map((round) => ({ rps: round.result.rps, cpu: round.cpu })) } : {};
-  const cell = { target, api, mode, stream, connections, result, cpu, flagged: result.errors > 0, noisy: cpu.foreign + cpu.steal >= QUIET_CORES, ...byRound };
+  const cell = { target, api, mode, stream, connections, result, cpu, flagged: result.errors > 0, noisy: cpu.foreign + cpu.steal >= QUIET_CORES, ...byRound, ...(scenario ? { scenario } : {}) };
   run.cells.push(workers !== undefined ? { ...cell, workers } : cell);
   if (rounds.length > 1) printCell(`${cellLabel(setting)}, ${rounds.length} rounds`, { result, cpu });
 }

@@ -18,16 +18,47 @@ export const TOOL_CALL_WORDS = ' [[tool:everything__echo {"message":"order statu
  * request number; with `toolTurns`, each message asks the scripted LLM to call a tool first.
  */
 export function chatBodies(stream: boolean, toolTurns = false): Buffer[] {
-  return USER_MESSAGES.map((message) => (toolTurns ? `${message}${TOOL_CALL_WORDS}` : message)).map((content) =>
-    Buffer.from(
+  return conversationBodies(
+    USER_MESSAGES.map((message) => (toolTurns ? `${message}${TOOL_CALL_WORDS}` : message)),
+    { stream, history: 0 },
+  );
+}
+
+/**
+ * A body per user message: the system prompt, `history` messages of an earlier conversation
+ * (the other messages, each followed by the scripted LLM's echo of it, as a client that
+ * keeps the conversation sends them), and the message.
+ */
+export function conversationBodies(messages: string[], { stream, history }: { stream: boolean; history: number }): Buffer[] {
+  return messages.map((content, index) => {
+    const earlier = Array.from({ length: Math.ceil(history / 2) }, (_, turn) => messages[(index + turn + 1) % messages.length]!);
+    const past = earlier.flatMap((message) => [
+      { role: 'user', content: message },
+      { role: 'assistant', content: `Echo: ${message}` },
+    ]);
+    return Buffer.from(
       JSON.stringify({
         model: 'svc-agent',
-        messages: [
-          { role: 'system', content: SYSTEM_PROMPT },
-          { role: 'user', content },
-        ],
+        messages: [{ role: 'system', content: SYSTEM_PROMPT }, ...past.slice(past.length - history), { role: 'user', content }],
         ...(stream ? { stream: true } : {}),
       }),
-    ),
-  );
+    );
+  });
+}
+
+/**
+ * User messages (one per bench message) whose echo the scripted LLM streams in exactly
+ * `pieces` content chunks: it sends `Echo: <message>` a word at a time, so a message has
+ * `pieces - 1` words, the bench's messages repeated; with `paceMs`, its last word is the
+ * magic word that spaces the chunks that far apart (`[[pace:MS]]`).
+ */
+export function echoedMessages(pieces: number, paceMs?: number): string[] {
+  const words = USER_MESSAGES.join(' ').split(' ');
+  const own = pieces - 1 - (paceMs === undefined ? 0 : 1);
+  let start = 0;
+  return USER_MESSAGES.map((message) => {
+    const text = Array.from({ length: own }, (_, word) => words[(start + word) % words.length]).join(' ');
+    start += message.split(' ').length;
+    return paceMs === undefined ? text : `${text} [[pace:${paceMs}]]`;
+  });
 }

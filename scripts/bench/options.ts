@@ -1,15 +1,21 @@
 import { parseArgs } from 'node:util';
+import { SESSION_SCENARIOS } from './scenarios.js';
 
 /** The services a chat request can be sent to. */
 export const TARGETS = ['direct', 'passthrough', 'persisted', 'pglite', 'pg'] as const;
 /**
  * A place requests go: the LLM itself, the bare pass-through, the persisted pass-through (the
- * same plus the user's message and the reply committed to PostgreSQL), or the service on one of its databases.
+ * floor: the same plus the user's message and the reply committed to PostgreSQL, and a
+ * session's last 20 messages kept in memory and sent upstream), or the service on one of its databases.
  */
 export type Target = (typeof TARGETS)[number];
 
-/** What a run measures: chat throughput (the targets), 1 versus N service workers, memory per cached session, long-term recall latency. */
-export const SCENARIOS = ['throughput', 'workers', 'session-memory', 'recall', 'start-up'] as const;
+/**
+ * What a run measures: chat throughput (the targets), 1 versus N service workers, memory per
+ * cached session, long-term recall latency, start-up, and the scenarios measured against the
+ * floor (short and long sessions, streams back to back, paced streams).
+ */
+export const SCENARIOS = ['throughput', 'workers', 'session-memory', 'recall', 'start-up', ...SESSION_SCENARIOS] as const;
 /** One of the bench's measurements. */
 export type Scenario = (typeof SCENARIOS)[number];
 
@@ -57,7 +63,11 @@ export type BenchOptions = {
   memories: number;
   /** Timed recalls per case of the recall scenario. */
   queries: number;
-  /** Starts of the service per case of the start-up scenario. */
+  /** Sessions of five turns in each cell of the short-sessions scenario. */
+  shortSessions: number;
+  /** Streams at once in the paced-streams scenario. */
+  pacedStreams: number;
+  /** Starts of the service (and of its floor) per case of the start-up scenario. */
   starts: number;
   /** New sessions the start-up scenario caches in the started service. */
   cachedSessions: number;
@@ -69,11 +79,14 @@ export const BENCH_USAGE = `Usage: npm run bench -- [options]
   --duration S           measured seconds per cell (default 5)
   --requests N           measure N requests per cell instead of a duration
   --warmup N             warm-up requests per cell, per worker in the workers scenario (default 500)
-  --quick                1 s cells, 100 warm-up requests; small session-memory and recall sizes
-  --scenario LIST        of throughput,workers,session-memory,recall,start-up (default all; the full sizes take about 45 min)
+  --quick                1 s cells, 100 warm-up requests; small session-memory, recall, start-up, short-sessions
+                         and paced-streams sizes
+  --scenario LIST        of throughput,workers,session-memory,recall,start-up,short-sessions,long-sessions,streams,
+                         paced-streams (default all; the full sizes take about an hour)
   --concurrency LIST     connections for non-streaming cells (default 1,32,128)
   --stream-concurrency L connections for streaming cells (default 1,32)
-  --targets LIST         of direct,passthrough,persisted,pglite,pg (default all)
+  --targets LIST         of direct,passthrough,persisted,pglite,pg (default all); the scenarios against the floor
+                         measure direct (only where a cell adds to it), persisted (the floor), pg and pglite
   --modes LIST           service session modes: session (one per client, over its own connection), pooled (one
                          per client, the clients sharing one pool of connections), new (one per request);
                          default session,new
@@ -100,8 +113,14 @@ session-memory:
 recall:
   --memories N           memories of the queried user (default 100000; quick 10000)
   --queries N            timed recalls per case (default 1000; quick 200)
+short-sessions (1,000 sessions x 5 turns at 128 and 32 connections, against the floor):
+  --short-sessions N     sessions of 5 turns per cell (default 1000; quick 200)
+long-sessions (one session per connection, 20 messages of history, 128 and 1 connections), streams (200 chunks,
+back to back, 16 and 1 at once): cells of --duration after the sessions are filled
+paced-streams (200 chunks 20 ms apart, all at once, a 12 s window):
+  --paced-streams N      streams at once (default 200; quick 40)
 start-up:
-  --starts N             starts of the compiled service per case (default 5; quick 2)
+  --starts N             starts of the compiled service, and of its floor, per case (default 5; quick 2)
   --cached-sessions N    new sessions then cached by the started service, per database (default 10000; quick 1000)`;
 
 /** Parses the command line of `npm run bench`. */
@@ -133,6 +152,8 @@ export function parseBenchOptions(args: string[]): BenchOptions {
       'cache-bound': { type: 'string' },
       memories: { type: 'string' },
       queries: { type: 'string' },
+      'short-sessions': { type: 'string' },
+      'paced-streams': { type: 'string' },
       starts: { type: 'string' },
       'cached-sessions': { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
@@ -148,8 +169,8 @@ export function parseBenchOptions(args: string[]): BenchOptions {
     warmup: values.warmup !== undefined ? positive('--warmup', values.warmup, true) : values.quick ? 100 : 500,
     concurrency: list(values.concurrency ?? (profileOnly ? '32' : '1,32,128')).map((n) => positive('--concurrency', n)),
     streamConcurrency: list(values['stream-concurrency'] ?? '1,32').map((n) => positive('--stream-concurrency', n)),
-    // The targets are the throughput scenario's: without it, none is measured.
-    targets: scenarios.includes('throughput') ? oneOf('--targets', list(values.targets ?? (profileOnly ? 'pglite' : TARGETS.join(','))), TARGETS) : [],
+    // The targets are the throughput scenario's and the floor's scenarios': without them, none is measured.
+    targets: scenarios.some((scenario) => scenario === 'throughput' || (SESSION_SCENARIOS as readonly string[]).includes(scenario)) ? oneOf('--targets', list(values.targets ?? (profileOnly ? 'pglite' : TARGETS.join(','))), TARGETS) : [],
     modes: oneOf('--modes', list(values.modes ?? (profileOnly ? 'session' : 'session,new')), ['session', 'pooled', 'new'] as const),
     apis: oneOf('--apis', list(values.apis ?? 'chat'), APIS),
     stream: !values['no-stream'] && !profileOnly,
@@ -166,6 +187,8 @@ export function parseBenchOptions(args: string[]): BenchOptions {
     cacheBound: sized('--cache-bound', values['cache-bound'], 10_000, 500),
     memories: sized('--memories', values.memories, 100_000, 10_000),
     queries: sized('--queries', values.queries, 1_000, 200),
+    shortSessions: sized('--short-sessions', values['short-sessions'], 1_000, 200),
+    pacedStreams: sized('--paced-streams', values['paced-streams'], 200, 40),
     starts: sized('--starts', values.starts, 5, 2),
     cachedSessions: sized('--cached-sessions', values['cached-sessions'], 10_000, 1_000),
     help: values.help,

@@ -3,13 +3,16 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, platform, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 import type { SelfTimeComparison, SelfTimeReport } from './cpu-profile.js';
+import { cpuPerRequestMs, serviceCpuMs, targetCores } from './cell-cpu.js';
 import type { CpuUsage } from './cpu-usage.js';
 import { median } from './latency-stats.js';
 import type { LoadResult } from './load.js';
 import type { Api, BenchOptions, SessionMode, Target } from './options.js';
+import type { SessionScenario } from './scenarios.js';
+import { floorScenarioGoals, floorScenarioSections } from './scenario-report.js';
 import { recallSection, type RecallReport } from './recall-latency.js';
 import { sessionMemorySection, type SessionMemoryReport } from './session-memory.js';
-import { startUpSections, type StartUpReport } from './start-up.js';
+import { startUpGoals, startUpSections, type StartUpReport } from './start-up.js';
 import { markdownTable, ms, sectionMarkdown, sectionText, textTable, type Section, type Table } from './table.js';
 
 /** One measured cell: a target, an API (service only: chat or responses), a session mode (service only), streaming or not, a concurrency. */
@@ -30,6 +33,8 @@ export type CellResult = {
   workers?: number;
   /** With --rounds above 1: the cell in each start of the service, whose sum the cell is. */
   rounds?: RoundResult[];
+  /** Set in the cells of the scenarios measured against the floor. */
+  scenario?: SessionScenario;
 };
 
 /** A cell as one start of the service measured it. */
@@ -106,9 +111,10 @@ function chatTwin(cells: CellResult[], cell: CellResult): CellResult | undefined
  * turn; streaming at most 1.5 ms added to the first piece and 2 ms of CPU a stream; on PGlite
  * at 128 connections a p99 at most 5 times the p50; 4 workers no slower than one. And a turn
  * through the Responses API within 10% of the same turn through chat completions, in req/s
- * and in the service's CPU a turn.
+ * and in the service's CPU a turn. Then the targets of the scenarios against the floor (see
+ * `floorScenarioGoals`) and of the start-up against its floor (`startUpGoals`).
  */
-export function checkGoals(allCells: CellResult[]): string[] {
+export function checkGoals(allCells: CellResult[], startUp?: StartUpReport): string[] {
   const goals: string[] = [];
   const goal = (met: boolean, text: string) => goals.push(`${met ? 'MET ' : 'MISS'} ${text}`);
   const all = throughputCells(allCells);
@@ -162,20 +168,8 @@ export function checkGoals(allCells: CellResult[]): string[] {
     const one = allCells.find((other) => other.workers === 1 && other.mode === cell.mode && other.connections === 128);
     if (one) goal(cell.result.rps >= one.result.rps, `service pg ${cell.workers} workers (${cell.mode}) c=128: ${percent(cell.result.rps / one.result.rps)} of one worker's req/s (goal >= 100%)`);
   }
-  return goals;
+  return [...goals, ...floorScenarioGoals(allCells), ...(startUp ? startUpGoals(startUp) : [])];
 }
-
-/** Cores of the process under test during a cell (the LLM itself for direct). */
-function targetCores(cell: Pick<CellResult, 'target' | 'cpu'>): number {
-  const { bench: _bench, 'fake LLM': llm = 0, postgres: _postgres, ...rest } = cell.cpu.byProcess;
-  return cell.target === 'direct' ? llm : Object.values(rest).reduce((sum, used) => sum + used, 0);
-}
-
-/** CPU milliseconds a request of `cores` used during the cell (or one of its rounds). */
-const cpuPerRequestMs = (cell: { result: { rps: number } }, cores: number) => (cell.result.rps > 0 ? (1000 * cores) / cell.result.rps : Number.POSITIVE_INFINITY);
-
-/** The service's CPU milliseconds a turn in a cell of the service (or one of its rounds). */
-const serviceCpuMs = (cell: { target: Target; result: { rps: number }; cpu: CpuUsage }) => cpuPerRequestMs(cell, targetCores(cell));
 
 /**
  * A Responses API cell's ratios to its chat twin in each round both were measured in
@@ -214,8 +208,8 @@ function medianRatios(byRound: Array<{ rps: number; cpu: number }>): { rps: numb
   return { rps: median(byRound.map((round) => round.rps)), cpu: median(byRound.map((round) => round.cpu)) };
 }
 
-/** The cells of the throughput scenario (the workers scenario's have a worker count). */
-const throughputCells = (cells: CellResult[]) => cells.filter((cell) => cell.workers === undefined);
+/** The cells of the throughput scenario (the workers scenario's have a worker count, the floor's scenarios' their name). */
+const throughputCells = (cells: CellResult[]) => cells.filter((cell) => cell.workers === undefined && cell.scenario === undefined);
 
 /** The workers scenario: the service on PostgreSQL with each worker count, compared with the fewest workers. */
 function workersSection(allCells: CellResult[]): Section | undefined {
@@ -246,7 +240,7 @@ function workersSection(allCells: CellResult[]): Section | undefined {
 
 /** The sections of the scenarios other than throughput, in the order they ran. */
 function scenarioSections(report: BenchReport): Section[] {
-  const sections = [workersSection(report.cells)];
+  const sections = [workersSection(report.cells), ...floorScenarioSections(report.cells)];
   if (report.sessionMemory) sections.push(sessionMemorySection(report.sessionMemory));
   if (report.recall) sections.push(recallSection(report.recall));
   if (report.startUp) sections.push(...startUpSections(report.startUp));
@@ -446,7 +440,7 @@ function noisyLine(cells: CellResult[]): string[] {
 function errorLines(cells: CellResult[]): string[] {
   return cells
     .filter((cell) => cell.flagged)
-    .map((cell) => `${labelOf(cell, cells)}${cell.workers ? ` ${cell.workers} workers` : ''} ${cell.mode ?? ''} ${cell.stream ? 'stream ' : ''}c=${cell.connections}: ${cell.result.errors} errors, e.g. ${cell.result.errorSamples.join(' | ')}`);
+    .map((cell) => `${cell.scenario ? `${cell.scenario}: ` : ''}${labelOf(cell, cells)}${cell.workers ? ` ${cell.workers} workers` : ''} ${cell.mode ?? ''} ${cell.stream ? 'stream ' : ''}c=${cell.connections}: ${cell.result.errors} errors, e.g. ${cell.result.errorSamples.join(' | ')}`);
 }
 
 /** The readable report printed on stdout. */

@@ -8,7 +8,7 @@ import { median } from './latency-stats.js';
 import { jsonExchange, runLoad } from './load.js';
 import { SERVICE_SCRIPT, startNodeFlags } from './start-command.js';
 import type { PgliteMemoryProbeResult } from './pglite-memory-probe.js';
-import { DEFAULT_SHARED_BUFFERS_MB } from '../../storage/create-database.js';
+import { DEFAULT_SHARED_BUFFERS_MB, embeddedStartParams } from '../../storage/create-database.js';
 import { createScratchDatabase } from './scratch-database.js';
 import type { Section } from './table.js';
 
@@ -33,8 +33,15 @@ export type StartCase = {
   cachedSessions?: { sessions: number; rssBefore: number; rssAfter: number; fillMs: number };
 };
 
+/**
+ * The floor of the service's start on a database: the least a process of the same stack does
+ * before it answers (scripts/bench/start-floor.ts), timed as the service is, from the spawn
+ * to its first `GET /health` answered 200.
+ */
+export type FloorCase = { name: string; database: 'pg' | 'pglite'; fresh: boolean; readyMs: number[] };
+
 /** The start-up scenario's readings; `command` is how each start ran the service. */
-export type StartUpReport = { command: string; cases: StartCase[]; pglite: PgliteMemoryProbeResult[]; notes: string[] };
+export type StartUpReport = { command: string; cases: StartCase[]; floors: FloorCase[]; pglite: PgliteMemoryProbeResult[]; notes: string[] };
 
 /**
  * How long the service stays idle after it is ready before its memory is read: the work
@@ -49,6 +56,12 @@ const GOALS = {
   pgliteExisting: { readyMs: 2_500, rssAtRest: 300 * MB },
   pgliteFresh: { readyMs: 5_000, rssAtRest: 300 * MB },
 };
+/**
+ * The issue's goals against the floor: the service ready on PostgreSQL within 3 times the
+ * floor (Express + `pg` connected), on a new PGlite folder within 1.3 times PGlite opened
+ * bare on a new folder; none for an existing folder.
+ */
+const FLOOR_GOALS = { pg: 3, pgliteFresh: 1.3 };
 /** The shared buffers the PGlite probe compares, in MB (the service's default, PGlite's own, and around them). */
 const SHARED_BUFFERS_MB = [1, 16, 32, 128];
 
@@ -62,6 +75,7 @@ const SHARED_BUFFERS_MB = [1, 16, 32, 128];
 export async function measureStartUp(settings: { runs: number; cachedSessions: number; dbUrl: string }, llmUrl: string, root: string, tmp: string): Promise<StartUpReport> {
   const notes: string[] = [];
   const cases: StartCase[] = [];
+  const floors = await measureFloors(settings, root, tmp, notes);
   const base = { LLM_BASE_URL: `${llmUrl}/v1`, LOG_LEVEL: 'warn', LIMITS_REQUESTS_PER_MINUTE: '0', LIMITS_CONCURRENT_REQUESTS: '0' };
   const cacheEnv = { SESSIONS_CACHE_SIZE: String(settings.cachedSessions), SESSIONS_IDLE_MS: String(3_600_000) };
 
@@ -103,7 +117,71 @@ export async function measureStartUp(settings: { runs: number; cachedSessions: n
     pglite.push(await probePglite(root, join(tmp, 'start-fresh-0'), sharedBuffersMb, false));
   }
   pglite.push(await probePglite(root, join(tmp, 'probe-initdb'), DEFAULT_SHARED_BUFFERS_MB, true));
-  return { command: ['node', ...startNodeFlags(root), SERVICE_SCRIPT].join(' '), cases, pglite, notes };
+  return { command: ['node', ...startNodeFlags(root), SERVICE_SCRIPT].join(' '), cases, floors, pglite, notes };
+}
+
+/**
+ * Starts each floor `runs` times: Express and a `pg` pool connected to the PostgreSQL server,
+ * PGlite opened on a new folder each time, then on the first of those folders again.
+ */
+async function measureFloors(settings: { runs: number; dbUrl: string }, root: string, tmp: string, notes: string[]): Promise<FloorCase[]> {
+  const floors: FloorCase[] = [];
+  const runs = Array.from({ length: settings.runs }, (_, run) => run);
+  try {
+    const readyMs: number[] = [];
+    for (const _run of runs) readyMs.push(await startFloor(root, ['--db-url', settings.dbUrl]));
+    floors.push({ name: 'Express + pg connected', database: 'pg', fresh: false, readyMs });
+  } catch (error) {
+    notes.push(`the PostgreSQL floor skipped: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  const embedded = (dir: string) => ['--data-dir', dir, '--start-params', JSON.stringify(embeddedStartParams(DEFAULT_SHARED_BUFFERS_MB))];
+  const fresh: number[] = [];
+  for (const run of runs) fresh.push(await startFloor(root, embedded(join(tmp, `floor-fresh-${run}`))));
+  floors.push({ name: 'PGlite opened on a new folder', database: 'pglite', fresh: true, readyMs: fresh });
+  const existing: number[] = [];
+  for (const _run of runs) existing.push(await startFloor(root, embedded(join(tmp, 'floor-fresh-0'))));
+  floors.push({ name: 'PGlite opened on an existing folder', database: 'pglite', fresh: false, readyMs: existing });
+  return floors;
+}
+
+/** One start of a floor: from the spawn to its first \`GET /health\` answered 200, polled as the service's is; stopped at once. */
+async function startFloor(root: string, args: string[]): Promise<number> {
+  const port = await freePort();
+  const nodeArgs = startNodeFlags(root);
+  const started = performance.now();
+  const floor = await startChild({
+    name: 'start-up floor',
+    script: 'dist/scripts/bench/start-floor.js',
+    nodeArgs,
+    args: ['--port', String(port), ...args],
+    cwd: root,
+    ready: { probe: `http://127.0.0.1:${port}/health`, everyMs: 5 },
+  });
+  const readyMs = performance.now() - started;
+  await floor.stop();
+  return readyMs;
+}
+
+/** The floor a case of the service is read against: PostgreSQL's for both server cases, PGlite's on a new or an existing folder. */
+function floorOf(report: StartUpReport, entry: StartCase): FloorCase | undefined {
+  return report.floors.find((floor) => floor.database === entry.database && (entry.database === 'pg' || floor.fresh === entry.fresh));
+}
+
+/** The most a case's median ready time may be, in times its floor's median; undefined where the issue sets none. */
+function floorGoalOf(entry: StartCase): number | undefined {
+  if (entry.database === 'pg') return FLOOR_GOALS.pg;
+  return entry.fresh ? FLOOR_GOALS.pgliteFresh : undefined;
+}
+
+/** The start-up goals against the floor, each case's median ready time against its floor's. */
+export function startUpGoals(report: StartUpReport): string[] {
+  return report.cases.flatMap((entry) => {
+    const floor = floorOf(report, entry);
+    const goal = floorGoalOf(entry);
+    if (!floor || goal === undefined) return [];
+    const ratio = median(entry.readings.map((reading) => reading.readyMs)) / median(floor.readyMs);
+    return [`${ratio <= goal ? 'MET ' : 'MISS'} start-up ${entry.name}: ready ${ratio.toFixed(2)}x the floor (${floor.name}, ${median(floor.readyMs).toFixed(0)} ms) (goal <= ${goal}x)`];
+  });
 }
 
 /** Starts on an existing database `runs` times; the last start also takes the cached sessions. */
@@ -183,9 +261,12 @@ const inMb = (bytes: number) => (bytes / MB).toFixed(0);
 
 /** The report sections: start times and memory per case, the cached sessions, and PGlite's memory. */
 export function startUpSections(report: StartUpReport): Section[] {
-  const headers = ['case', 'starts', 'ready ms (median)', 'ready ms (max)', 'rss at rest MB (median)', 'peak MB (max)', 'goal'];
+  const headers = ['case', 'starts', 'ready ms (median)', 'ready ms (max)', 'rss at rest MB (median)', 'peak MB (max)', 'goal', 'floor ready ms (median)', 'x floor', 'floor goal'];
   const rows = report.cases.map((entry) => {
     const ready = entry.readings.map((reading) => reading.readyMs);
+    const floor = floorOf(report, entry);
+    const ratio = floor ? median(ready) / median(floor.readyMs) : undefined;
+    const floorGoal = floorGoalOf(entry);
     const rss = entry.readings.map((reading) => reading.rssAtRest);
     const met = median(ready) <= entry.goal.readyMs && median(rss) <= entry.goal.rssAtRest;
     return [
@@ -196,10 +277,14 @@ export function startUpSections(report: StartUpReport): Section[] {
       inMb(median(rss)),
       inMb(Math.max(...entry.readings.map((reading) => reading.rssPeak))),
       `${met ? 'MET' : 'MISS'} (≤ ${entry.goal.readyMs} ms, ≤ ${inMb(entry.goal.rssAtRest)} MB)`,
+      floor ? median(floor.readyMs).toFixed(0) : '-',
+      ratio === undefined ? '-' : `${ratio.toFixed(2)}x`,
+      ratio === undefined || floorGoal === undefined ? '' : `${ratio <= floorGoal ? 'MET' : 'MISS'} (≤ ${floorGoal}x)`,
     ];
   });
   const lines = [
     `each start is \`${report.command}\` (what \`npm start\` runs, already compiled), timed from the spawn to the first \`GET /health\` answered 200 (polled every 5 ms); memory is the service process's VmRSS ${REST_MS / 1000} s later with no traffic`,
+    `floor = the least a process of the same stack does before it answers /health, started and timed the same way (median of ${report.floors[0]?.readyMs.length ?? 0}): ${report.floors.map((floor) => `${floor.name} ${median(floor.readyMs).toFixed(0)} ms`).join(', ')}; the PostgreSQL cases are read against Express + pg connected, the PGlite ones against PGlite opened bare (PGlite.create with the service's start parameters) on a new or an existing folder`,
     ...report.notes,
   ];
   const sessions = report.cases.filter((entry) => entry.cachedSessions);

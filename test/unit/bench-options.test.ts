@@ -14,6 +14,20 @@ describe('parseBenchOptions', () => {
     expect(parseBenchOptions(['--quick'])).to.include({ sessions: 2_000, cacheBound: 500, memories: 10_000, queries: 200, starts: 2, cachedSessions: 1_000 });
   });
 
+  it('measures 1,000 short sessions a cell and 200 paced streams at once, fewer with --quick, as many as asked otherwise', () => {
+    expect(parseBenchOptions([])).to.include({ shortSessions: 1_000, pacedStreams: 200 });
+    expect(parseBenchOptions(['--quick'])).to.include({ shortSessions: 200, pacedStreams: 40 });
+    expect(parseBenchOptions(['--quick', '--paced-streams', '300', '--short-sessions', '50'])).to.include({ shortSessions: 50, pacedStreams: 300 });
+    expect(() => parseBenchOptions(['--paced-streams', '0'])).to.throw(/--paced-streams must be a positive number, got '0'/);
+  });
+
+  it('measures the selected targets in a scenario against the floor without the throughput scenario', () => {
+    const options = parseBenchOptions(['--scenario', 'short-sessions,paced-streams', '--targets', 'persisted,pg']);
+    expect(options.scenarios).to.deep.equal(['short-sessions', 'paced-streams']);
+    expect(options.targets).to.deep.equal(['persisted', 'pg']);
+    expect(parseBenchOptions(['--scenario', 'streams']).targets).to.deep.equal(['direct', 'passthrough', 'persisted', 'pglite', 'pg']);
+  });
+
   it('sends no Idempotency-Key unless --idempotency-keys asks for one on every request', () => {
     expect(parseBenchOptions([]).idempotencyKeys).to.equal(false);
     expect(parseBenchOptions(['--idempotency-keys']).idempotencyKeys).to.equal(true);
