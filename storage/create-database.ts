@@ -5,6 +5,7 @@ import { Kysely } from 'kysely';
 import pg from 'pg';
 import { registerTypes } from 'pgvector/pg';
 import { AutoAnalyze } from './auto-analyze.js';
+import { withConnectionWait } from './connection-wait.js';
 import { lockDataDir } from './data-dir-lock.js';
 import { listenOnServer, type StopListening } from './notification-listener.js';
 import { PGliteDialect } from './pglite-dialect.js';
@@ -54,6 +55,8 @@ export type CreateDatabaseOptions = {
    * dropped); the pool replaces such a connection on its own. Default: ignored.
    */
   onIdleError?: (error: Error) => void;
+  /** Told how long, in ms, each query waited for a connection (the pool's, PGlite's one backend). Default: not measured. */
+  onConnectionWait?: (durationMs: number) => void;
   /** Told about errors of background work on the database (its ANALYZE). Default: ignored. */
   onMaintenanceError?: (error: Error) => void;
 };
@@ -90,7 +93,7 @@ function openServer(url: string, options: CreateDatabaseOptions): Database {
     client.on('error', (error) => options.onIdleError?.(error));
     prepareHotStatements(client, hotStatements);
   });
-  const db = new Kysely<DatabaseSchema>({ dialect: new ServerDialect({ pool }) });
+  const db = new Kysely<DatabaseSchema>({ dialect: withConnectionWait(new ServerDialect({ pool }), options.onConnectionWait) });
   const listeners = new Set<StopListening>();
   // A server's autovacuum may be off, or come round only after its naptime: the memories' statistics stay fresh either way.
   const autoAnalyze = new AutoAnalyze(db, options.onMaintenanceError ?? (() => {}));
@@ -153,7 +156,7 @@ async function openEmbedded(options: CreateDatabaseOptions): Promise<Database> {
     await unlock();
     throw error;
   }
-  const db = new Kysely<DatabaseSchema>({ dialect: new PGliteDialect(pglite) });
+  const db = new Kysely<DatabaseSchema>({ dialect: withConnectionWait(new PGliteDialect(pglite), options.onConnectionWait) });
   const autoAnalyze = new AutoAnalyze(db, options.onMaintenanceError ?? (() => {}));
   return {
     db,

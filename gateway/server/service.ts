@@ -104,8 +104,10 @@ export async function startService(config: AppConfig, logger: Logger, options: S
       })
     : undefined;
   const vector = config.memory.use_long_term;
+  const events = new EventBus();
   const database = await createDatabase({
     ...databaseOptionsOf(config),
+    onConnectionWait: (durationMs) => events.emit('turn:stage', { stage: 'connection_wait', durationMs }),
     onIdleError: (error) => logger.warn(`database connection lost: ${error.message}`),
     onMaintenanceError: (error) => logger.warn(`analyzing the embedded database failed: ${error.message}`),
   });
@@ -116,7 +118,6 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     throw error;
   }
   const stores = createStores(database, { memory: { efSearch: config.memory.hnsw_ef_search } });
-  const events = new EventBus();
   const stopLogging = logRuntimeEvents(events, logger);
   let oauth: OAuthSetup;
   try {

@@ -1,4 +1,5 @@
 import type { Usage } from '../chat-types.js';
+import type { TurnStage } from './turn-stages.js';
 import { EventEmitter } from 'node:events';
 
 /** Everything the runtime reports; logs, metrics, webhooks and the inspector subscribe here. */
@@ -14,6 +15,8 @@ export type RuntimeEvents = {
     outcome: 'ok' | 'llm_error' | 'cancelled';
     usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
   };
+  /** A stage of a turn took `durationMs` (`llm_total` is told by `llm:reply` instead). */
+  'turn:stage': { stage: Exclude<TurnStage, 'llm_total'>; durationMs: number };
   /** `model`: the model the call named; `usage`: as the LLM server reported it (null: it did not). */
   'llm:reply': { sessionId: string; durationMs: number; finishReason: string; toolCalls: number; model: string; usage: Usage | null };
   'llm:error': { sessionId: string; userId: string; durationMs: number; message: string };

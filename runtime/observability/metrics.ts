@@ -1,6 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { EventBus } from './event-bus.js';
 import type { SessionRegistry } from '../sessions/session-registry.js';
+import { TURN_STAGES } from './turn-stages.js';
 
 /** What the metrics read at scrape time and listen to. */
 export type ServiceMetricsDeps = {
@@ -22,7 +23,7 @@ const BACKLOG_TIMEOUT_MS = 2_000;
 /**
  * The service's Prometheus metrics, on a registry of its own (several services can run in
  * one process): HTTP requests, LLM calls, tool calls, turns and storage errors from the
- * runtime event bus, live sessions and the webhook backlog read at scrape time, and the
+ * runtime event bus, the durations of a turn's stages, live sessions and the webhook backlog read at scrape time, and the
  * default Node.js process metrics. Names carry no prefix.
  */
 export class ServiceMetrics {
@@ -51,6 +52,15 @@ export class ServiceMetrics {
       labelNames: ['model', 'kind'],
       registers,
     });
+    const turnStages = new Histogram({
+      name: 'turn_stage_duration_seconds',
+      help: 'Time a turn spent in each stage (connection_wait: a database query waiting for a connection; session_wait; plan; user_committed; prompt; llm_first_byte; llm_total; reply_committed).',
+      labelNames: ['stage'],
+      buckets: DURATION_BUCKETS,
+      registers,
+    });
+    // Every stage is exported from the start, empty until a turn passes it.
+    for (const stage of TURN_STAGES) turnStages.zero({ stage });
     const toolCalls = new Counter({ name: 'tool_calls_total', help: 'MCP tool calls, by tool server and outcome (ok or error).', labelNames: ['server', 'outcome'], registers });
     const turns = new Counter({ name: 'turns_total', help: 'Finished turns, by outcome (ok, llm_error or cancelled).', labelNames: ['outcome'], registers });
     const writeRetries = new Counter({ name: 'storage_write_retries_total', help: 'Database writes that failed and are tried again.', registers });
@@ -89,6 +99,7 @@ export class ServiceMetrics {
     this.detachers = [
       events.on('llm:reply', ({ durationMs, model, usage }) => {
         llmDuration.observe({ outcome: 'ok' }, durationMs / 1000);
+        turnStages.observe({ stage: 'llm_total' }, durationMs / 1000);
         if (!usage) return;
         llmTokens.inc({ model, kind: 'prompt' }, usage.prompt_tokens);
         llmTokens.inc({ model, kind: 'completion' }, usage.completion_tokens);
@@ -97,6 +108,7 @@ export class ServiceMetrics {
         llmDuration.observe({ outcome: 'error' }, durationMs / 1000);
         llmErrors.inc();
       }),
+      events.on('turn:stage', ({ stage, durationMs }) => turnStages.observe({ stage }, durationMs / 1000)),
       events.on('tool:call', ({ server, outcome }) => toolCalls.inc({ server, outcome })),
       events.on('turn:completed', ({ outcome }) => turns.inc({ outcome })),
       events.on('storage:error', ({ willRetry }) => (willRetry ? writeRetries : storageErrors).inc()),

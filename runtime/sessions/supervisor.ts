@@ -23,6 +23,7 @@ import { TurnJournal, type TurnSettings } from './turn-journal.js';
 import { TurnRunner } from './turn-runner.js';
 import { TurnStore } from './turn-store.js';
 import { FAILED_REPLY_ROLE, type SupervisorSettings, type TurnHandlers, type TurnOutcome, type TurnPlan, type TurnRequest } from './turn-types.js';
+import { timedStage } from '../observability/turn-stages.js';
 
 export { FAILED_REPLY_ROLE, LLM_FAILURE_PREFIX, PRIVATE_STEP_ROLE, REASONING_ROLE } from './turn-types.js';
 export type { SupervisorSettings, ToolActivity, TurnHandlers, TurnOutcome, TurnRequest, TurnStep } from './turn-types.js';
@@ -132,9 +133,9 @@ export class Supervisor {
     const prefixHash = conversation.prefix.length > 0 ? historyHashOf(conversation.prefix) : null;
     const found = await findSession(this.sources, request, { ...conversation, prefixHash });
     let { sessionId } = found;
-    let { release, generation } = await this.cache.hold(sessionId, handlers.signal, found.fresh);
+    let { release, generation } = await timedStage(this.deps.events, 'session_wait', () => this.cache.hold(sessionId, handlers.signal, found.fresh));
     try {
-      let plan = await planTurn(this.sources, sessionId, generation, request, { ...conversation, prefixHash, fresh: found.fresh });
+      let plan = await timedStage(this.deps.events, 'plan', () => planTurn(this.sources, sessionId, generation, request, { ...conversation, prefixHash, fresh: found.fresh }));
       if (plan === 'fork') {
         release();
         sessionId = this.sources.newSessionId();

@@ -19,6 +19,7 @@ import { withDecidedApprovals, withPendingApprovals } from './pending-approvals.
 import type { SessionLeases } from './session-leases.js';
 import { buildContext, withStateSystem } from './prompt-assembly.js';
 import { TurnJournal } from './turn-journal.js';
+import { timedStage } from '../observability/turn-stages.js';
 import type { TurnStore } from './turn-store.js';
 import {
   FAILED_REPLY_ROLE,
@@ -98,6 +99,9 @@ type ActiveTurn = {
   journal: TurnJournal;
   /** The LLM rounds the turn has asked for so far (the next one's index in the journal). */
   rounds: number;
+  /** When the user's message was committed, and when the first LLM round started (`performance.now()`): for the stage metrics. */
+  committedAt: number;
+  firstCallAt: number;
   /** Set when a step could not be stored: the turn fails with it rather than go on unrecorded. */
   stepError: unknown;
   /** The turn's span (tracing on): its LLM and tool calls' spans are its children. */
@@ -160,13 +164,17 @@ export class TurnRunner {
     const fence = leases ? { holder: leases.holder, generation: plan.generation } : undefined;
     const sentAt = Date.now();
     try {
-      if (plan.starts) await store.persistStart(sessionId, plan.toStore, request.userId, leases?.firstLease);
-      else await store.persistBeforeAnswer(sessionId, plan.toStore, request.userId, plan.approvals && { progress: progressAtRest(session), fence });
+      await timedStage(this.deps.events, 'user_committed', () =>
+        plan.starts
+          ? store.persistStart(sessionId, plan.toStore, request.userId, leases?.firstLease)
+          : store.persistBeforeAnswer(sessionId, plan.toStore, request.userId, plan.approvals && { progress: progressAtRest(session), fence }),
+      );
     } catch (error) {
       // The actor may be ahead of storage now: the client's retry restores the session from it.
       this.cache.distrust(sessionId);
       throw error;
     }
+    const committedAt = performance.now();
     // The session's first write took its lease: held for this turn (and the actor's time in the cache) from now on.
     if (plan.starts) leases?.adopt(sessionId, sentAt);
     // Stored without them, cached without them, whatever becomes of the turn: a decided call never runs twice.
@@ -227,6 +235,8 @@ export class TurnRunner {
         request.hasOwnResume ? undefined : { params: request.params, system: clientSystem },
       ),
       rounds: 0,
+      committedAt,
+      firstCallAt: 0,
       stepError: undefined,
       span,
     };
@@ -276,7 +286,7 @@ export class TurnRunner {
       const finished = { ...outcome, historyHash: progress.historyHash };
       const failedAsError = failsAsError && !cancelled && !turn.authError;
       const response = answered ? request.responseRecord?.(finished) : failedAsError ? request.failedResponseRecord?.(finished) : undefined;
-      await store.persistEnd(sessionId, ended, request.userId, progress, fence, response);
+      await timedStage(this.deps.events, 'reply_committed', () => store.persistEnd(sessionId, ended, request.userId, progress, fence, response));
       // An unanswered turn keeps its steps for the request sent again; one stopped for a missing
       // account did not run its call, and the request sent once the account is connected starts afresh.
       if ((answered || turn.authError) && turn.journal.isUsed) store.clearSteps(sessionId);
@@ -380,6 +390,10 @@ export class TurnRunner {
     turn.offered = new Set(request.tools!.map((tool) => (tool.type === 'function' ? tool.function.name : '')));
     // A round an earlier attempt of the turn stored is not asked again: its reply is shown as it came.
     const round = turn.rounds++;
+    if (round === 0) {
+      turn.firstCallAt = started;
+      this.deps.events.emit('turn:stage', { stage: 'prompt', durationMs: started - turn.committedAt });
+    }
     const stored = turn.journal.round(round);
     const span = turn.span && !stored ? this.deps.tracing?.startLlmCall(turn.span, input.sessionId, request, streaming) : undefined;
     const scope = { sessionId: input.sessionId, userId: turn.userId, turnId: turn.turnId, requestId: turn.requestId, state: input.state, ...span?.ids };
@@ -661,6 +675,7 @@ export class TurnRunner {
       turn.streamed += ROUND_SEPARATOR;
       turn.handlers.onContent?.(ROUND_SEPARATOR);
     }
+    if (turn.streamed === '') this.deps.events.emit('turn:stage', { stage: 'llm_first_byte', durationMs: performance.now() - turn.firstCallAt });
     turn.streamed += piece;
     turn.handlers.onContent?.(piece);
   }

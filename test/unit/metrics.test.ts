@@ -57,6 +57,20 @@ describe('ServiceMetrics', () => {
     expect(sampleValue(samples, 'llm_errors_total')).to.equal(1);
   });
 
+  it('observes turn stages in seconds, by stage, and each LLM call as the llm_total stage', async () => {
+    events.emit('turn:stage', { stage: 'user_committed', durationMs: 30 });
+    events.emit('turn:stage', { stage: 'user_committed', durationMs: 700 });
+    events.emit('turn:stage', { stage: 'connection_wait', durationMs: 2 });
+    events.emit('llm:reply', { sessionId: 's1', durationMs: 4000, finishReason: 'stop', toolCalls: 0, model: 'm', usage: null });
+    const samples = await scrape();
+    expect(sampleValue(samples, 'turn_stage_duration_seconds_count', { stage: 'user_committed' })).to.equal(2);
+    expect(sampleValue(samples, 'turn_stage_duration_seconds_sum', { stage: 'user_committed' })).to.be.closeTo(0.73, 1e-9);
+    expect(sampleValue(samples, 'turn_stage_duration_seconds_bucket', { stage: 'user_committed', le: '0.05' })).to.equal(1);
+    expect(sampleValue(samples, 'turn_stage_duration_seconds_count', { stage: 'connection_wait' })).to.equal(1);
+    expect(sampleValue(samples, 'turn_stage_duration_seconds_sum', { stage: 'llm_total' })).to.equal(4);
+    expect(sampleValue(samples, 'turn_stage_duration_seconds_count', { stage: 'llm_first_byte' })).to.equal(0);
+  });
+
   it('counts the tokens LLM calls report, by model and kind, and nothing for a call without usage', async () => {
     const reply = (model: string, usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number } | null) =>
       events.emit('llm:reply', { sessionId: 's1', durationMs: 5, finishReason: 'stop', toolCalls: 0, model, usage });

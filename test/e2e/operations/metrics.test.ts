@@ -59,6 +59,43 @@ describe('GET /metrics', () => {
       expect(sampleValue(after, 'process_cpu_user_seconds_total')).to.be.a('number');
     });
 
+    it('times each stage of a streamed turn once, and every query\'s wait for a database connection', async () => {
+      const before = await scrape(harness);
+      const stream = await harness.client.chat.completions.create({ model: 'svc-default', messages: [{ role: 'user', content: 'stage by stage' }], stream: true });
+      let content = '';
+      for await (const chunk of stream) content += chunk.choices[0]?.delta?.content ?? '';
+      expect(content).to.equal('Echo: stage by stage');
+
+      const stageCount = (samples: PrometheusSample[], stage: string) => count(samples, 'turn_stage_duration_seconds_count', { stage });
+      const after = await waitFor(async () => {
+        const samples = await scrape(harness);
+        return stageCount(samples, 'reply_committed') > stageCount(before, 'reply_committed') ? samples : undefined;
+      }, 'the turn\'s end to be timed');
+      for (const stage of ['session_wait', 'plan', 'user_committed', 'prompt', 'llm_first_byte', 'llm_total', 'reply_committed']) {
+        expect(stageCount(after, stage) - stageCount(before, stage), stage).to.equal(1);
+      }
+      // A turn reads and writes the database more than once.
+      expect(stageCount(after, 'connection_wait') - stageCount(before, 'connection_wait')).to.be.at.least(2);
+      const stageSum = (samples: PrometheusSample[], stage: string) => count(samples, 'turn_stage_duration_seconds_sum', { stage });
+      const firstByte = stageSum(after, 'llm_first_byte') - stageSum(before, 'llm_first_byte');
+      const llmTotal = stageSum(after, 'llm_total') - stageSum(before, 'llm_total');
+      expect(firstByte).to.be.greaterThan(0);
+      expect(firstByte).to.be.at.most(llmTotal);
+    });
+
+    it('exports every stage of a turn before any turn ran, at zero (queries at start wait for connections already)', async () => {
+      const fresh = await startTestService();
+      try {
+        const samples = await scrape(fresh);
+        expect(sampleValue(samples, 'turn_stage_duration_seconds_count', { stage: 'connection_wait' })).to.be.greaterThan(0);
+        for (const stage of ['session_wait', 'plan', 'user_committed', 'prompt', 'llm_first_byte', 'llm_total', 'reply_committed']) {
+          expect(sampleValue(samples, 'turn_stage_duration_seconds_count', { stage }), stage).to.equal(0);
+        }
+      } finally {
+        await fresh.close();
+      }
+    });
+
     it('labels a request by its route pattern, and one no route took as unmatched, never by the raw URL', async () => {
       const before = await scrape(harness);
       expect((await fetch(`${harness.baseURL}/models/model-xyz-123`)).status).to.equal(404);
