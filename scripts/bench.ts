@@ -10,7 +10,8 @@ import { compareSelfTime, readSelfTime, type SelfTimeComparison, type SelfTimeRe
 import { averageCpu, postgresPids, waitForQuiet, watchCpu, type CpuUsage } from './bench/cpu-usage.js';
 import { jsonExchange, responsesExchange, responsesStreamExchange, runLoad, runLoadPhase, streamExchange, summariseLoad, type Exchange, type LoadPhase, type LoadResult } from './bench/load.js';
 import { BENCH_USAGE, parseBenchOptions, type Api, type BenchOptions, type SessionMode, type Target } from './bench/options.js';
-import { checkGoals, describeMachine, isService, renderText, writeReport, type BenchReport, type CellResult } from './bench/report.js';
+import type { CellResult } from './bench/cell-result.js';
+import { checkGoals, describeMachine, isService, renderText, writeReport, type BenchReport } from './bench/report.js';
 import { measureRecall } from './bench/recall-latency.js';
 import { responsesBodies } from './bench/responses-body.js';
 import { createScratchDatabase, type ScratchDatabase } from './bench/scratch-database.js';

@@ -1,5 +1,5 @@
 import { cpuPerRequestMs, serviceCpuMs } from './cell-cpu.js';
-import type { CellResult } from './report.js';
+import type { CellResult } from './cell-result.js';
 import { HISTORY_MESSAGES, PACE_MS, PACED_WINDOW_MS, SESSION_SCENARIOS, SHORT_SESSION_TURNS, STREAM_CHUNKS, type SessionScenario } from './scenarios.js';
 import { ms, type Section } from './table.js';
 

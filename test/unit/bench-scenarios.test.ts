@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { parseMagicWords } from '../../scripts/fake-llm/magic-words.js';
 import { splitWords } from '../../scripts/fake-llm/messages.js';
-import type { CellResult } from '../../scripts/bench/report.js';
+import type { CellResult } from '../../scripts/bench/cell-result.js';
 import { floorScenarioGoals, floorScenarioSections } from '../../scripts/bench/scenario-report.js';
 import { HISTORY_MESSAGES, scenarioBodies, scenarioCells, sessionHeaders, type SessionScenario } from '../../scripts/bench/scenarios.js';
 import { startUpGoals, type StartUpReport } from '../../scripts/bench/start-up.js';

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { recallSection } from '../../scripts/bench/recall-latency.js';
-import { judgedRatios, roundRatios, type CellResult } from '../../scripts/bench/report.js';
+import type { CellResult } from '../../scripts/bench/cell-result.js';
+import { judgedRatios, roundRatios } from '../../scripts/bench/report.js';
 import { median } from '../../scripts/bench/latency-stats.js';
 import type { RecallCase } from '../../scripts/bench/recall-probe.js';
 import { sessionMemorySection } from '../../scripts/bench/session-memory.js';
