@@ -47,9 +47,17 @@ export type Stores = {
 
 /** Every repository over one open (and migrated) database. */
 export function createStores(database: Database, options: { memory?: Pick<MemoryRepositoryOptions, 'efSearch'> } = {}): Stores {
+  const { autoAnalyze } = database;
+  // The turn's statements are prepared once per connection, and the generic plan of their joins
+  // with these tables is chosen from the statistics of then: planned on a new database's near
+  // empty tables, a scan of every session ever started, each turn, until the tables are analyzed.
+  const onNewSessions = (count: number) => {
+    autoAnalyze.wrote('sessions', count);
+    autoAnalyze.wrote('session_leases', count);
+  };
   const stores: Stores = {
     conversations: createConversationRepository(database.db),
-    sessions: createSessionRepository(database.db),
+    sessions: createSessionRepository(database.db, { onNewSessions }),
     responses: createResponseRepository(database.db),
     backgroundResponses: createBackgroundResponseRepository(database.db),
     tokens: createTokenRepository(database.db),
@@ -58,7 +66,6 @@ export function createStores(database: Database, options: { memory?: Pick<Memory
     turnSteps: createTurnStepRepository(database.db),
   };
   if (database.hasVector) {
-    const autoAnalyze = database.autoAnalyze;
     stores.memories = createMemoryRepository(database.db, { ...options.memory, onWrite: (rows) => autoAnalyze.wrote('memories', rows) });
     stores.memoryEmbedder = createEmbedderRecordRepository(database.db);
   }

@@ -140,7 +140,16 @@ function responseColumns(responses: NewResponseRecord[]): Buffer[] {
 }
 
 /** The sessions table behind the runtime's SessionStore port. */
-export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStore {
+/** What the session repository tells its database about. */
+export type SessionRepositoryOptions = {
+  /**
+   * `count` sessions were created, each a row of `sessions` and, on a server, of `session_leases`
+   * (with it, or taken by its first turn): what keeps those tables' statistics fresh.
+   */
+  onNewSessions?: (count: number) => void;
+};
+
+export function createSessionRepository(db: Kysely<DatabaseSchema>, options: SessionRepositoryOptions = {}): SessionStore {
   // The ends of concurrent turns commit together (group commit), a session's one after the other.
   const turnEnds = new GroupCommit<TurnEnd, boolean>(
     async (ends) => {
@@ -154,6 +163,7 @@ export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStor
   // New sessions' first writes commit together too.
   const starts = new GroupCommit<SessionStart, void>(async (batch) => {
     await db.executeQuery(CompiledQuery.raw(START_SESSIONS, startParameters(batch)));
+    options.onNewSessions?.(batch.length);
     return batch.map(() => undefined);
   });
 
@@ -174,7 +184,10 @@ export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStor
         .onConflict((conflict) => conflict.column('session_id').doNothing())
         .returningAll()
         .executeTakeFirst();
-      if (inserted) return { ...toRecord(inserted), created: true };
+      if (inserted) {
+        options.onNewSessions?.(1);
+        return { ...toRecord(inserted), created: true };
+      }
       // A separate statement: under READ COMMITTED it sees the row a concurrent claim committed.
       const existing = await db.selectFrom('sessions').selectAll().where('session_id', '=', sessionId).executeTakeFirst();
       if (!existing) throw new Error(`Session ${sessionId} neither inserted nor found while claiming it.`);
@@ -185,6 +198,7 @@ export function createSessionRepository(db: Kysely<DatabaseSchema>): SessionStor
       const records = session.records.map((record) => ({ ...record, userId: session.userId, sessionId: session.sessionId }));
       const parameters = [session.sessionId, session.userId, toJsonText(session.metadata), session.historyHash, ...recordColumns(records)];
       const { rows } = await db.executeQuery<Selectable<SessionsTable>>(CompiledQuery.raw(CREATE_SESSION, parameters));
+      options.onNewSessions?.(1);
       return toRecord(rows[0]!);
     },
 
