@@ -71,3 +71,18 @@ export function sseData(body: string): string[] {
     .filter((event) => event.startsWith('data: '))
     .map((event) => event.slice('data: '.length));
 }
+
+/** A turn as a chat client sends it: the user's and the assistant's messages. */
+export type ChatTurnMessage = { role: 'user' | 'assistant'; content: string };
+
+/**
+ * POSTs `messages` to the service's chat completions over plain fetch (the session named by
+ * `sessionId` when given): the status, the answer's content and the session the service names.
+ */
+export async function chatOverFetch(service: TestService, messages: ChatTurnMessage[], sessionId?: string): Promise<{ status: number; content: string; sessionId: string | null }> {
+  const headers: Record<string, string> = { 'Content-Type': 'application/json' };
+  if (sessionId) headers['X-Session-ID'] = sessionId;
+  const response = await fetch(`${service.baseURL}/chat/completions`, { method: 'POST', headers, body: JSON.stringify({ messages }) });
+  const body = (await response.json()) as { choices?: Array<{ message: { content: string } }> };
+  return { status: response.status, content: body.choices?.[0]?.message.content ?? '', sessionId: response.headers.get('x-session-id') };
+}

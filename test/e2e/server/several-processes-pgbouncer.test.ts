@@ -6,9 +6,8 @@ import winston from 'winston';
 import { startFakeLlm, type FakeLlm } from '../../../scripts/fake-llm-server.js';
 import { coreMigrations } from '../../../storage/migrations.js';
 import { PgBouncer } from '../../support/pgbouncer.js';
-import { startTestService, type TestService } from '../../support/service-harness.js';
+import { chatOverFetch, startTestService, type ChatTurnMessage, type TestService } from '../../support/service-harness.js';
 
-type Message = { role: 'user' | 'assistant'; content: string };
 
 /** A logger that keeps the warnings, for the test to read. */
 function warningLogger(): { logger: winston.Logger; warnings: string[]; next(pattern: RegExp): Promise<string> } {
@@ -31,14 +30,6 @@ function warningLogger(): { logger: winston.Logger; warnings: string[]; next(pat
       else waiting.push({ pattern, resolve });
     }),
   };
-}
-
-async function chat(service: TestService, messages: Message[], sessionId?: string): Promise<{ status: number; content: string; sessionId: string | null }> {
-  const headers: Record<string, string> = { 'Content-Type': 'application/json' };
-  if (sessionId) headers['X-Session-ID'] = sessionId;
-  const response = await fetch(`${service.baseURL}/chat/completions`, { method: 'POST', headers, body: JSON.stringify({ messages }) });
-  const body = (await response.json()) as { choices?: Array<{ message: { content: string } }> };
-  return { status: response.status, content: body.choices?.[0]?.message.content ?? '', sessionId: response.headers.get('x-session-id') };
 }
 
 async function query<Row>(url: string, text: string, values: unknown[] = []): Promise<Row[]> {
@@ -100,9 +91,9 @@ if (process.env.TEST_DATABASE_URL) {
 
     it('answers turns on both instances, continuing each session', async () => {
       for (const service of [first, second]) {
-        const opened = await chat(service, [{ role: 'user', content: 'hello' }]);
+        const opened = await chatOverFetch(service, [{ role: 'user', content: 'hello' }]);
         expect(opened).to.include({ status: 200, content: 'Echo: hello' });
-        const continued = await chat(service, [{ role: 'user', content: 'again' }], opened.sessionId!);
+        const continued = await chatOverFetch(service, [{ role: 'user', content: 'again' }], opened.sessionId!);
         expect(continued).to.include({ status: 200, content: 'Echo: again', sessionId: opened.sessionId });
       }
     });
@@ -110,16 +101,16 @@ if (process.env.TEST_DATABASE_URL) {
     it('hands a session over between the instances at once, the lease being far longer than the wait', async () => {
       const sessionId = randomUUID();
       for (const [index, service] of [first, second, first, second].entries()) {
-        const reply = await chat(service, [{ role: 'user', content: `turn ${index + 1}` }], sessionId);
+        const reply = await chatOverFetch(service, [{ role: 'user', content: `turn ${index + 1}` }], sessionId);
         expect(reply, `turn ${index + 1}`).to.include({ status: 200, content: `Echo: turn ${index + 1}` });
       }
-      const lastContext = llm.requests.at(-1)!.body.messages as Message[];
+      const lastContext = llm.requests.at(-1)!.body.messages as ChatTurnMessage[];
       expect(lastContext.filter((message) => message.role === 'user').map((message) => message.content)).to.deep.equal(['turn 1', 'turn 2', 'turn 3', 'turn 4']);
     });
 
     it('commits concurrent turns together (group commit), each stored once, with their prepared statements', async () => {
       const sessions = Array.from({ length: 32 }, () => randomUUID());
-      const replies = await Promise.all(sessions.map((sessionId, index) => chat(index % 2 === 0 ? first : second, [{ role: 'user', content: `message ${index}` }], sessionId)));
+      const replies = await Promise.all(sessions.map((sessionId, index) => chatOverFetch(index % 2 === 0 ? first : second, [{ role: 'user', content: `message ${index}` }], sessionId)));
       expect(replies.map((reply) => reply.status)).to.deep.equal(Array(sessions.length).fill(200));
       const stored = await query<{ session_id: string; role: string; message: string; commit: string }>(
         directUrl.toString(),

@@ -4,9 +4,8 @@ import pg from 'pg';
 import { startFakeLlm, type FakeLlm } from '../../../scripts/fake-llm-server.js';
 import { servePgliteOverSocket } from '../../support/databases.js';
 import { createServerSchema } from '../../support/server-schema.js';
-import { startTestService, type TestService } from '../../support/service-harness.js';
+import { chatOverFetch, startTestService, type ChatTurnMessage, type TestService } from '../../support/service-harness.js';
 
-type Message = { role: 'user' | 'assistant'; content: string };
 type SharedDatabase = { name: string; open(): Promise<{ url: string; close(): Promise<void> }> };
 
 /** Two services on one database stand for two workers or two instances. */
@@ -25,14 +24,6 @@ if (process.env.TEST_DATABASE_URL) {
       return { url: schema.url, close: schema.drop };
     },
   });
-}
-
-async function chat(service: TestService, messages: Message[], sessionId?: string): Promise<{ status: number; content: string; sessionId: string | null }> {
-  const headers: Record<string, string> = { 'Content-Type': 'application/json' };
-  if (sessionId) headers['X-Session-ID'] = sessionId;
-  const response = await fetch(`${service.baseURL}/chat/completions`, { method: 'POST', headers, body: JSON.stringify({ messages }) });
-  const body = (await response.json()) as { choices?: Array<{ message: { content: string } }> };
-  return { status: response.status, content: body.choices?.[0]?.message.content ?? '', sessionId: response.headers.get('x-session-id') };
 }
 
 type ResponseBody = { id: string; error?: { param?: string } };
@@ -77,12 +68,12 @@ for (const shared of databases) {
     afterEach(() => llm.reset());
 
     it('continues a resent history on either process without forking, from the newest state', async () => {
-      const history: Message[] = [];
+      const history: ChatTurnMessage[] = [];
       let sessionId: string | null = null;
       for (let turn = 1; turn <= 6; turn += 1) {
         history.push({ role: 'user', content: `turn ${turn}` });
         // Alternating processes: each has the session's actor cached from two turns before.
-        const reply = await chat(turn % 2 === 1 ? first : second, history);
+        const reply = await chatOverFetch(turn % 2 === 1 ? first : second, history);
         expect(reply.status).to.equal(200);
         sessionId ??= reply.sessionId;
         expect(reply.sessionId, `turn ${turn} forked`).to.equal(sessionId);
@@ -120,7 +111,7 @@ for (const shared of databases) {
       };
       llm.on('finish', settle).on('abort', settle);
       const replies = await Promise.all(
-        Array.from({ length: 8 }, (_, index) => chat(index % 2 === 0 ? first : second, [{ role: 'user', content: `message ${index}` }], sessionId)),
+        Array.from({ length: 8 }, (_, index) => chatOverFetch(index % 2 === 0 ? first : second, [{ role: 'user', content: `message ${index}` }], sessionId)),
       );
       expect(replies.map((reply) => reply.status)).to.deep.equal(Array(8).fill(200));
       expect(overlapped, 'two turns of the session reached the LLM at once').to.equal(false);
@@ -138,11 +129,11 @@ for (const shared of databases) {
       const client = new pg.Client({ connectionString: database.url });
       await client.connect();
       try {
-        const late = chat(first, [{ role: 'user', content: 'slow one [[slow:1500]]' }], sessionId);
+        const late = chatOverFetch(first, [{ role: 'user', content: 'slow one [[slow:1500]]' }], sessionId);
         await llm.waitForRequest((request) => JSON.stringify(request.body.messages ?? []).includes('slow one'));
         // The first process's lease lapses, as in a database outage longer than the lease.
         await client.query(`update session_leases set expires_at = now() - interval '1 second' where session_id = $1`, [sessionId]);
-        const meanwhile = await chat(second, [{ role: 'user', content: 'meanwhile' }], sessionId);
+        const meanwhile = await chatOverFetch(second, [{ role: 'user', content: 'meanwhile' }], sessionId);
         expect(meanwhile).to.include({ status: 200, content: 'Echo: meanwhile' });
         const afterSecond = await client.query('select history_hash, snapshot from sessions where session_id = $1', [sessionId]);
 
@@ -153,7 +144,7 @@ for (const shared of databases) {
         expect((await transcript(database.url, sessionId)).map((row) => row.message)).to.deep.equal(['slow one [[slow:1500]]', 'meanwhile', 'Echo: meanwhile', 'Echo: slow one [[slow:1500]]']);
 
         // The first process continues from what is stored, under a lease of its own again.
-        expect(await chat(first, [{ role: 'user', content: 'and now' }], sessionId)).to.include({ status: 200, content: 'Echo: and now' });
+        expect(await chatOverFetch(first, [{ role: 'user', content: 'and now' }], sessionId)).to.include({ status: 200, content: 'Echo: and now' });
         const lease = await client.query('select generation from session_leases where session_id = $1', [sessionId]);
         expect(Number(lease.rows[0].generation)).to.equal(3);
         const final = await client.query('select history_hash from sessions where session_id = $1', [sessionId]);
@@ -175,14 +166,14 @@ for (const shared of databases) {
         await client.end();
       }
       const started = Date.now();
-      const reply = await chat(first, [{ role: 'user', content: 'are you there?' }], sessionId);
+      const reply = await chatOverFetch(first, [{ role: 'user', content: 'are you there?' }], sessionId);
       expect(reply).to.include({ status: 200, content: 'Echo: are you there?' });
       expect(Date.now() - started).to.be.greaterThan(900);
     });
 
     it('keeps the lease while the actor is cached: turns on one process leave the lease row as it was', async () => {
       const sessionId = randomUUID();
-      for (const content of ['one', 'two', 'three']) expect(await chat(first, [{ role: 'user', content }], sessionId)).to.include({ status: 200, content: `Echo: ${content}` });
+      for (const content of ['one', 'two', 'three']) expect(await chatOverFetch(first, [{ role: 'user', content }], sessionId)).to.include({ status: 200, content: `Echo: ${content}` });
       const client = new pg.Client({ connectionString: database.url });
       await client.connect();
       try {
@@ -246,10 +237,10 @@ if (process.env.TEST_DATABASE_URL) {
       const sessionId = randomUUID();
       const services = [first, second, first, second];
       for (const [index, service] of services.entries()) {
-        const reply = await chat(service, [{ role: 'user', content: `turn ${index + 1}` }], sessionId);
+        const reply = await chatOverFetch(service, [{ role: 'user', content: `turn ${index + 1}` }], sessionId);
         expect(reply, `turn ${index + 1}`).to.include({ status: 200, content: `Echo: turn ${index + 1}` });
       }
-      const lastContext = llm.requests.at(-1)!.body.messages as Message[];
+      const lastContext = llm.requests.at(-1)!.body.messages as ChatTurnMessage[];
       expect(lastContext.filter((message) => message.role === 'user').map((message) => message.content)).to.deep.equal(['turn 1', 'turn 2', 'turn 3', 'turn 4']);
       expect((await transcript(schema.url, sessionId)).map((row) => row.message)).to.deep.equal(
         ['turn 1', 'Echo: turn 1', 'turn 2', 'Echo: turn 2', 'turn 3', 'Echo: turn 3', 'turn 4', 'Echo: turn 4'],
@@ -258,10 +249,10 @@ if (process.env.TEST_DATABASE_URL) {
 
     it('waits for the turn running on the holder, then is served', async () => {
       const sessionId = randomUUID();
-      expect(await chat(first, [{ role: 'user', content: 'warm up' }], sessionId)).to.include({ status: 200 });
-      const slow = chat(first, [{ role: 'user', content: 'slow [[slow:800]]' }], sessionId);
+      expect(await chatOverFetch(first, [{ role: 'user', content: 'warm up' }], sessionId)).to.include({ status: 200 });
+      const slow = chatOverFetch(first, [{ role: 'user', content: 'slow [[slow:800]]' }], sessionId);
       await llm.waitForRequest((request) => JSON.stringify(request.body.messages ?? []).includes('slow [[slow:800]]'));
-      const other = await chat(second, [{ role: 'user', content: 'from the other process' }], sessionId);
+      const other = await chatOverFetch(second, [{ role: 'user', content: 'from the other process' }], sessionId);
       expect(other).to.include({ status: 200, content: 'Echo: from the other process' });
       expect(await slow).to.include({ status: 200 });
       const stored = (await transcript(schema.url, sessionId)).map((row) => row.message);
