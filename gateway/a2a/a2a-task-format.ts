@@ -20,7 +20,7 @@ export type TaskFormat = ReturnType<typeof createTaskFormat>;
 export function createTaskFormat({ Role, TaskState }: Pick<A2ASdk, 'Role' | 'TaskState'>) {
   /**
    * A task's state from its background response's status: queued is submitted, in_progress
-   * working, cancelled canceled; a completed response that holds tool calls for the user's
+   * working, cancelled canceled, incomplete completed; a completed response that holds tool calls for the user's
    * approval is input-required (its next message in the context answers them).
    */
   function taskStateOf(body: Body): TaskState {
@@ -31,10 +31,13 @@ export function createTaskFormat({ Role, TaskState }: Pick<A2ASdk, 'Role' | 'Tas
         return TaskState.TASK_STATE_WORKING;
       case 'completed':
         return approvalItemsOf(body).length > 0 ? TaskState.TASK_STATE_INPUT_REQUIRED : TaskState.TASK_STATE_COMPLETED;
+      case 'incomplete':
+        // Ended at a length limit (a reply cut short, a turn's token budget) with what it had: A2A has no state nearer.
+        return TaskState.TASK_STATE_COMPLETED;
       case 'cancelled':
         return TaskState.TASK_STATE_CANCELED;
       default:
-        // `failed`, and `incomplete` (not made by background turns).
+        // `failed`.
         return TaskState.TASK_STATE_FAILED;
     }
   }

@@ -166,7 +166,16 @@ export type ResponseFrame = { id: string; createdAt: number; request: ResponsesR
  * A response object (`object: 'response'`) in the shape of OpenAI's schema: `usage` once the
  * turn has ended with one, `user` when the request gave one (the schema has neither nullable).
  */
-export function responseBody(frame: ResponseFrame, state: { status: ResponseStatus; output: Array<Record<string, unknown>>; usage?: ReturnType<typeof responseUsage>; error?: { code: string; message: string } | null }) {
+export function responseBody(
+  frame: ResponseFrame,
+  state: {
+    status: ResponseStatus;
+    output: Array<Record<string, unknown>>;
+    usage?: ReturnType<typeof responseUsage>;
+    error?: { code: string; message: string } | null;
+    incompleteDetails?: IncompleteDetails | null;
+  },
+) {
   const { request } = frame;
   const conversationId = conversationIdOf(request);
   return {
@@ -176,7 +185,7 @@ export function responseBody(frame: ResponseFrame, state: { status: ResponseStat
     status: state.status,
     background: frame.background ?? false,
     error: state.error ?? null,
-    incomplete_details: null,
+    incomplete_details: state.incompleteDetails ?? null,
     instructions: request.instructions ?? null,
     max_output_tokens: request.max_output_tokens ?? null,
     metadata: request.metadata ?? {},
@@ -211,8 +220,21 @@ export function bodyTextOf(body: ResponseBody): ResponseBodyText {
   return { status: body.status, json: toJsonText(body) };
 }
 
-/** The response a finished turn made: `completed` with its output, or `failed` with what ran before the LLM failed. */
+/** Why a response is `incomplete`, as OpenAI's schema says it. */
+export type IncompleteDetails = { reason: 'max_output_tokens' | 'content_filter' };
+
+/**
+ * The response a finished turn made, with `output`: `completed`, or `incomplete` (reason
+ * `max_output_tokens`) when it ended at a length limit, a reply cut short or a token budget reached.
+ */
+export function endedResponse(frame: ResponseFrame, outcome: TurnOutcome, output: Array<Record<string, unknown>>): ResponseObject {
+  const usage = responseUsage(outcome.usage);
+  if (outcome.finishReason === 'length') return responseBody(frame, { status: 'incomplete', output, usage, incompleteDetails: { reason: 'max_output_tokens' } });
+  return responseBody(frame, { status: 'completed', output, usage });
+}
+
+/** The response a finished turn made: `completed` (or `incomplete`) with its output, or `failed` with what ran before the LLM failed. */
 export function finishedResponse(frame: ResponseFrame, outcome: TurnOutcome): ResponseObject {
   if (outcome.failure) return responseBody(frame, { status: 'failed', output: stepItems(outcome.steps), error: { code: 'server_error', message: outcome.failure.message } });
-  return responseBody(frame, { status: 'completed', output: outputItems(outcome), usage: responseUsage(outcome.usage) });
+  return endedResponse(frame, outcome, outputItems(outcome));
 }

@@ -6,6 +6,7 @@ import type { ResponseEventSink } from '../../runtime/responses/response-event-l
 import {
   approvalRequestItem,
   bodyTextOf,
+  endedResponse,
   functionCallItem,
   mcpCallItem,
   mcpCallItemId,
@@ -216,8 +217,9 @@ export class ResponseEventStream {
   }
 
   /**
-   * Closes the items of a turn that ended and returns the response it made (`completed`, or
-   * `failed` when the LLM call failed), as its text, to be stored before `end` sends it.
+   * Closes the items of a turn that ended and returns the response it made (`completed`,
+   * `incomplete` at a length limit, or `failed` when the LLM call failed), as its text, to be
+   * stored before `end` sends it.
    */
   close(outcome: TurnOutcome): ResponseBodyText {
     this.closeItems();
@@ -242,16 +244,16 @@ export class ResponseEventStream {
       mcpCall: (callId) => this.mcpCalls.get(callId)?.itemId ?? newItemId('mcp'),
       call: (index) => callOf(index)?.itemId ?? newItemId('fc'),
     };
-    return bodyTextOf(responseBody(this.frame, { status: 'completed', output: outputItems(outcome, ids), usage: responseUsage(outcome.usage) }));
+    return bodyTextOf(endedResponse(this.frame, outcome, outputItems(outcome, ids)));
   }
 
   /**
-   * The last event, `response.completed` or `response.failed` as the response says (its text
+   * The last event, `response.completed`, `response.incomplete` or `response.failed` as the response says (its text
    * as it was stored), and the end of the stream. A cancelled response has no event of its own
    * in OpenAI's schema: its stream just ends.
    */
   end(response: ResponseBodyText): void {
-    if (response.status === 'completed' || response.status === 'failed') {
+    if (response.status === 'completed' || response.status === 'incomplete' || response.status === 'failed') {
       const type = `response.${response.status}`;
       this.emitJson(type, (sequence) => `{"type":"${type}","sequence_number":${sequence},"response":${response.json}}`);
     }
