@@ -3,6 +3,7 @@ import convict from 'convict';
 import { parse as parseYaml } from 'yaml';
 import { normaliseWord } from '../runtime/tools/approval-words.js';
 import { packageFile } from './package-files.js';
+import { budgetsOf, type BudgetsConfig } from './budget-schema.js';
 import { McpServersSchema, type McpServerConfig } from './mcp-server-schema.js';
 import { configSchema, registerFormats, type ConfigValues } from './schema.js';
 import { tracesUrlOf } from './tracing-settings.js';
@@ -11,8 +12,9 @@ import { tracesUrlOf } from './tracing-settings.js';
 export const DEFAULT_CONFIG_FILE = packageFile('config/default.yaml');
 
 /** The service's settings, validated. */
-export type AppConfig = Omit<ConfigValues, 'mcp_servers'> & {
+export type AppConfig = Omit<ConfigValues, 'mcp_servers' | 'budgets'> & {
   mcp_servers: Record<string, McpServerConfig>;
+  budgets: BudgetsConfig;
   /** The deployment file the settings were read from. */
   config_file: string;
 };
@@ -51,6 +53,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     const issue = servers.error.issues[0]!;
     throw new ConfigError(`mcp_servers.${issue.path.join('.')}: ${issue.message}`);
   }
+  const budgets = budgetsOf(properties.budgets, environment);
+  if ('error' in budgets) throw new ConfigError(budgets.error);
   const approving = new Set(properties.tools.approval_words.map(normaliseWord));
   const both = properties.tools.denial_words.find((word) => approving.has(normaliseWord(word)));
   if (both !== undefined) {
@@ -70,7 +74,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
       'tracing.protocol (OTEL_EXPORTER_OTLP_PROTOCOL): grpc is not supported (no gRPC exporter is installed); use http/protobuf or http/json, and the collector\'s OTLP/HTTP port (4318)',
     );
   }
-  return { ...properties, mcp_servers: servers.data, config_file: configFile };
+  return { ...properties, mcp_servers: servers.data, budgets: budgets.config, config_file: configFile };
 }
 
 /** OpenTelemetry's variables for traces alone, which win over the general ones. */

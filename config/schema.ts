@@ -135,6 +135,7 @@ export type ConfigValues = {
   state: { graph_path: string; max_tool_rounds: number; max_handoffs: number };
   sessions: { cache_size: number; idle_ms: number; turn_wait_ms: number; write_wait_ms: number; lease_ms: number; idempotency_ttl_s: number; max_turn_attempts: number; abandoned_after_ms: number };
   limits: { requests_per_minute: number; burst: number; concurrent_requests: number };
+  budgets: unknown;
   metrics: { enabled: boolean; token: string };
   inspect: { page: boolean; websocket_url: string; trace_url: string; recent_sessions: number; recent_calls_per_session: number; recent_calls: number; store_calls: boolean };
   log: { level: string; format: 'text' | 'json' };
@@ -390,6 +391,12 @@ export const configSchema: convict.Schema<ConfigValues> = {
       default: 16,
       env: 'LIMITS_CONCURRENT_REQUESTS',
     },
+  },
+  budgets: {
+    doc: 'Token budgets: budgets.default and budgets.users.<user_id>, each with tokens_per_day, tokens_per_month and tokens_per_turn (0 or not set: no limit); a user\'s entry replaces the default\'s keys it sets.',
+    // `Object` keeps convict from reading `default` and the user ids as schema keys; load-config validates the entries.
+    format: Object,
+    default: {},
   },
   metrics: {
     enabled: {

@@ -7,6 +7,7 @@ import { relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import { BUDGET_DOCS, BUDGET_ENV, BUDGET_NAMES } from '../config/budget-schema.js';
 import { McpServerSchema, McpServersSchema } from '../config/mcp-server-schema.js';
 import { configSchema } from '../config/schema.js';
 
@@ -28,6 +29,8 @@ const SECTION_INTROS: Record<string, string> = {
   state: 'The agent\'s state graph (check a file with `svc-agent graph validate` or `npm run graph:validate`) and the bound on tool rounds in one turn.',
   sessions: 'Session actors kept in memory, how long a request waits for a busy session or a failing write, and the lease that serialises a session\'s turns across processes on PostgreSQL.',
   limits: 'Per-user limits on chat requests, counted per instance (all its workers together). Past them the answer is 429 with `Retry-After`.',
+  budgets:
+    'Per-user token budgets, counted in the database across every worker and instance. No budget set (the default): nothing is counted. See [deployment.md](deployment.md#token-budgets).',
   metrics: 'Prometheus metrics. See [deployment.md](deployment.md#metrics-and-health).',
   inspect: 'The session inspector page, and the connection to an external XState inspector.',
   log: 'The log: one line per entry on standard output, as text or as JSON for a log pipeline; each line of a request carries its ids. Secrets and message bodies are never logged at `info`. See [deployment.md](deployment.md#logs).',
@@ -167,8 +170,31 @@ function renderSection(section: string, rows: SettingRow[]): string {
   ].join('\n');
   const parts = [`## ${section}`, SECTION_INTROS[section]!, table];
   if (section === 'mcp_servers') parts.push(renderMcpServerFields());
+  if (section === 'budgets') parts.push(renderBudgetFields());
   return parts.join('\n\n');
 }
+
+/** The budgets of `budgets.default` and `budgets.users.<user_id>`, with the default's variables. */
+function renderBudgetFields(): string {
+  const rows = BUDGET_NAMES.map((name) => `| \`${name}\` | \`${BUDGET_ENV[name]}\` | \`0\` (no limit) | integer ≥ 0 | ${cell(BUDGET_DOCS[name])} |`);
+  const table = ['| budget | environment (the default\'s) | default | format | what |', '| --- | --- | --- | --- | --- |', ...rows].join('\n');
+  return [
+    '### Fields of `budgets.default` and `budgets.users.<user_id>`',
+    "A user's entry replaces only the budgets it sets; `0` there lifts the default's limit for that user. Unknown fields are refused.",
+    table,
+    BUDGETS_EXAMPLE,
+  ].join('\n\n');
+}
+
+const BUDGETS_EXAMPLE = `\`\`\`yaml
+budgets:
+  default:
+    tokens_per_day: 200000
+    tokens_per_turn: 20000
+  users:
+    alice:
+      tokens_per_day: 1000000
+\`\`\``;
 
 /** The fields of one `mcp_servers.<name>` entry, from the zod schema's JSON Schema. */
 function renderMcpServerFields(): string {
@@ -323,7 +349,10 @@ function cell(text: string): string {
 
 /** The text of .env.example: every environment variable the configuration reads, by section, commented out. */
 export function renderEnvExample(): string {
-  const settings = listSettings().filter((row) => row.env);
+  // `budgets` is one setting in the schema; its default budgets have a variable each.
+  const settings = listSettings()
+    .flatMap((row) => (row.key === 'budgets' ? budgetEnvRows() : [row]))
+    .filter((row) => row.env);
   const sections = [...new Set(settings.map((row) => row.key.split('.')[0]!))];
   const parts = [
     ENV_HEADER,
@@ -335,6 +364,19 @@ export function renderEnvExample(): string {
     ),
   ];
   return `${parts.join('\n\n')}\n`;
+}
+
+/** The default budgets' variables, as the settings of `budgets.default` they stand for. */
+function budgetEnvRows(): SettingRow[] {
+  return BUDGET_NAMES.map((name) => ({
+    key: `budgets.default.${name}`,
+    env: BUDGET_ENV[name],
+    defaultText: '`0`',
+    envDefault: '0',
+    hidesDefault: false,
+    format: 'integer ≥ 0',
+    doc: `${BUDGET_DOCS[name]} 0: no limit.`,
+  }));
 }
 
 const ENV_HEADER = `# svc-agent: every environment variable the configuration reads, with its default.
