@@ -614,6 +614,23 @@ export type IdempotencyKeyClaim = { userId: string; key: string; requestHash: st
  * running its first request, under a lease it renews, and keeps that request's answer until
  * it expires.
  */
+/** Tokens a user's LLM calls used on one day (UTC, `YYYY-MM-DD`). */
+export type DailyTokens = { userId: string; day: string; promptTokens: number; completionTokens: number };
+
+/** What a user's calls used: on one day, and from a day on (a month so far). */
+export type TokensUsed = { day: number; since: number };
+
+/**
+ * The token budgets' counter: each user's tokens by day, one counter for every process on the
+ * database.
+ */
+export interface TokenUsageStore {
+  /** Adds each entry's tokens to its user's day; the adds of concurrent calls commit together. */
+  add(entries: DailyTokens[]): Promise<void>;
+  /** The tokens (input and output) `userId` used on `day`, and on every day from `since` on. */
+  used(userId: string, day: string, since: string): Promise<TokensUsed>;
+}
+
 export interface IdempotencyKeyStore {
   /**
    * Takes the key for `holder` when it is new, expired, or running with the same request whose

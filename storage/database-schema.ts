@@ -212,6 +212,16 @@ export type IdempotencyKeysTable = {
 };
 
 /** Every table the service's Kysely instance knows. */
+/** The `user_token_usage` table: the tokens each user's LLM calls used, by day (UTC), for the token budgets. */
+export type UserTokenUsageTable = {
+  user_id: string;
+  /** The day, as the date type's text (`YYYY-MM-DD`). */
+  day: string;
+  /** bigint: drivers return it as a string. */
+  prompt_tokens: ColumnType<string | number, number, number>;
+  completion_tokens: ColumnType<string | number, number, number>;
+};
+
 export type DatabaseSchema = {
   conversations: ConversationsTable;
   sessions: SessionsTable;
@@ -229,4 +239,5 @@ export type DatabaseSchema = {
   webhook_deliveries: WebhookDeliveriesTable;
   idempotency_keys: IdempotencyKeysTable;
   turn_steps: TurnStepsTable;
+  user_token_usage: UserTokenUsageTable;
 };

@@ -2,7 +2,19 @@
  * Storage: the database factory (PostgreSQL through `pg`, or the embedded PGlite), the
  * migrations, and the repositories implementing the runtime's storage ports.
  */
-import type { BackgroundResponseStore, ConversationStore, EmbedderRecordStore, IdempotencyKeyStore, OAuthStateStore, ResponseStore, SessionStore, TokenStore, TurnStepStore, VectorMemoryStore } from '../runtime/ports.js';
+import type {
+  BackgroundResponseStore,
+  ConversationStore,
+  EmbedderRecordStore,
+  IdempotencyKeyStore,
+  OAuthStateStore,
+  ResponseStore,
+  SessionStore,
+  TokenStore,
+  TokenUsageStore,
+  TurnStepStore,
+  VectorMemoryStore,
+} from '../runtime/ports.js';
 import { createBackgroundResponseRepository } from './background-response-repository.js';
 import { createConversationRepository } from './conversation-repository.js';
 import type { Database } from './create-database.js';
@@ -13,6 +25,7 @@ import { createOAuthStateRepository } from './oauth-state-repository.js';
 import { createResponseRepository } from './response-repository.js';
 import { createSessionRepository } from './session-repository.js';
 import { createTokenRepository } from './token-repository.js';
+import { createTokenUsageRepository } from './token-usage-repository.js';
 import { createTurnStepRepository } from './turn-step-repository.js';
 
 export { createDatabase, DEFAULT_POOL_SIZE, describeDatabase, redactPassword } from './create-database.js';
@@ -22,7 +35,7 @@ export { MEMORY_MIGRATION_TABLE, migrateToLatest } from './migrate.js';
 export type { MigrateOptions, MigrationSummary } from './migrate.js';
 export type { ConversationsTable, DatabaseSchema, MemoriesTable, OAuthStatesTable, OAuthTokensTable, SessionsTable } from './database-schema.js';
 export { reembedMemories } from './embedder-record-repository.js';
-export { createBackgroundResponseRepository, createConversationRepository, createEmbedderRecordRepository, createIdempotencyKeyRepository, createMemoryRepository, createOAuthStateRepository, createResponseRepository, createSessionRepository, createTokenRepository, createTurnStepRepository };
+export { createBackgroundResponseRepository, createConversationRepository, createEmbedderRecordRepository, createIdempotencyKeyRepository, createMemoryRepository, createOAuthStateRepository, createResponseRepository, createSessionRepository, createTokenRepository, createTokenUsageRepository, createTurnStepRepository };
 
 /** The stores the runtime is wired with; `memories` only when the database has vector support. */
 export type Stores = {
@@ -40,6 +53,8 @@ export type Stores = {
   idempotencyKeys: IdempotencyKeyStore;
   /** The completed steps of sessions' running turns. */
   turnSteps: TurnStepStore;
+  /** Each user's tokens by day, for the token budgets. */
+  tokenUsage: TokenUsageStore;
   memories?: VectorMemoryStore;
   /** Which embedder made the stored memories; with `memories`. */
   memoryEmbedder?: EmbedderRecordStore;
@@ -64,6 +79,7 @@ export function createStores(database: Database, options: { memory?: Pick<Memory
     oauthStates: createOAuthStateRepository(database.db),
     idempotencyKeys: createIdempotencyKeyRepository(database.db),
     turnSteps: createTurnStepRepository(database.db),
+    tokenUsage: createTokenUsageRepository(database.db),
   };
   if (database.hasVector) {
     stores.memories = createMemoryRepository(database.db, { ...options.memory, onWrite: (rows) => autoAnalyze.wrote('memories', rows) });

@@ -349,6 +349,20 @@ export const coreMigrations: Record<string, Migration> = {
       await db.schema.alterTable('session_calls').addColumn('trace_id', 'varchar(32)').execute();
     },
   },
+  '0019_user_token_usage': {
+    async up(db: Kysely<any>) {
+      // The token budgets' one counter, shared by every worker and instance: each user's tokens
+      // by day (UTC), added to as calls end; a month is the sum of its days.
+      await db.schema
+        .createTable('user_token_usage')
+        .addColumn('user_id', 'varchar(255)', (column) => column.notNull())
+        .addColumn('day', 'date', (column) => column.notNull())
+        .addColumn('prompt_tokens', 'bigint', (column) => column.notNull().defaultTo(0))
+        .addColumn('completion_tokens', 'bigint', (column) => column.notNull().defaultTo(0))
+        .addPrimaryKeyConstraint('user_token_usage_pkey', ['user_id', 'day'])
+        .execute();
+    },
+  },
 };
 
 /**

@@ -25,6 +25,7 @@ const CORE_NAMES = [
   '0016_idempotency_keys',
   '0017_durable_turns',
   '0018_call_trace_ids',
+  '0019_user_token_usage',
 ];
 const CORE = CORE_NAMES.map((name) => `core/${name}`);
 const MEMORY = ['memory/0001_memories', 'memory/0002_memory_embedder'];
