@@ -13,6 +13,7 @@ export const ERROR_STATUS = {
   PAYLOAD_TOO_LARGE: 413,
   IDEMPOTENCY_KEY_REUSED: 422,
   RATE_LIMITED: 429,
+  INSUFFICIENT_QUOTA: 429,
   TOOL_AUTH_REQUIRED: 401,
   NOT_IMPLEMENTED: 501,
   SESSION_BUSY: 503,
@@ -39,6 +40,8 @@ const ERROR_TYPE: Record<ErrorCode, string> = {
   PAYLOAD_TOO_LARGE: 'invalid_request_error',
   IDEMPOTENCY_KEY_REUSED: 'invalid_request_error',
   RATE_LIMITED: 'rate_limit_error',
+  // OpenAI's own answer to an account past its quota: 429, type and code `insufficient_quota`.
+  INSUFFICIENT_QUOTA: 'insufficient_quota',
   TOOL_AUTH_REQUIRED: 'tool_auth_required',
   NOT_IMPLEMENTED: 'not_implemented_error',
   SESSION_BUSY: 'server_busy_error',

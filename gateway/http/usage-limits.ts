@@ -3,13 +3,17 @@ import type { Worker } from 'node:cluster';
 import { ServiceError } from '../../runtime/service-error.js';
 import { callPrimary, isClusterWorker, notifyPrimary, type RpcHandler } from '../server/cluster-rpc.js';
 import { UsageLedger, type Admission, type UsageLimitSettings } from '../../runtime/usage/usage-ledger.js';
+import type { TokenBudgets } from '../../runtime/usage/token-budgets.js';
 
 /** Ends an admitted request: frees its place in flight. Calling it again does nothing. */
 export type Release = () => void;
 
-/** Per-user admission of chat requests (`limits.*`). */
+/** Per-user admission of chat requests (`limits.*`, and the token budgets `budgets.*`). */
 export type UsageLimiter = {
-  /** Admits one request of `userId`, or throws RATE_LIMITED (429 with Retry-After) naming the limit it hit. */
+  /**
+   * Admits one request of `userId`, or throws RATE_LIMITED (429 with Retry-After) naming the
+   * limit it hit, or INSUFFICIENT_QUOTA (429) naming the token budget it has used up.
+   */
   admit(userId: string): Promise<Release>;
 };
 
@@ -27,9 +31,24 @@ type AdmitPayload = { userId: string; permit: string };
  * The limiter for this process: in a cluster worker it asks the primary, so the limits hold
  * per instance however many workers there are; otherwise it counts in process.
  */
-export function createUsageLimiter(settings: UsageLimitSettings, logger: WarningLog): UsageLimiter {
+export function createUsageLimiter(settings: UsageLimitSettings, logger: WarningLog, budgets?: Pick<TokenBudgets, 'admit'>): UsageLimiter {
   const isLimiting = settings.requests_per_minute > 0 || settings.concurrent_requests > 0;
-  return isLimiting && isClusterWorker() ? createPrimaryLimiter(settings, logger) : createLocalLimiter(settings);
+  const limiter = isLimiting && isClusterWorker() ? createPrimaryLimiter(settings, logger) : createLocalLimiter(settings);
+  return budgets ? withBudgets(limiter, budgets) : limiter;
+}
+
+/**
+ * The limiter with the token budgets checked first: a request refused for its budget takes no
+ * place under the rate limits. The budgets are counted in the database, which every worker
+ * and instance shares, so each process checks them itself.
+ */
+export function withBudgets(limiter: UsageLimiter, budgets: Pick<TokenBudgets, 'admit'>): UsageLimiter {
+  return {
+    async admit(userId) {
+      await budgets.admit(userId);
+      return limiter.admit(userId);
+    },
+  };
 }
 
 /** Counts in this process: the limiter of a single-process service. */

@@ -2,6 +2,7 @@ import { Router, type Request, type RequestHandler } from 'express';
 import type { SessionCursor, SessionStore, SessionUsage } from '../../runtime/ports.js';
 import { mergeUsage, usageTotal, withTotal } from '../../runtime/sessions/call-records.js';
 import { ServiceError } from '../../runtime/service-error.js';
+import type { BudgetStatus, TokenBudgets } from '../../runtime/usage/token-budgets.js';
 import { actingUser, isAdminCaller } from '../http/api-keys.js';
 import { singleQuery } from '../http/list-query.js';
 import { checkIdentifier } from '../http/text-rules.js';
@@ -9,6 +10,8 @@ import { checkIdentifier } from '../http/text-rules.js';
 /** What `GET /v1/usage` is built from. */
 export type UsageRouterDeps = {
   sessions: SessionStore;
+  /** The token budgets (none: no budget is set, and the answer has no `budgets`). */
+  budgets?: Pick<TokenBudgets, 'statusOf'>;
   /** The API key guard the route sits behind. */
   requireKey: RequestHandler;
 };
@@ -33,6 +36,9 @@ type UserUsage = { sessions: number; usage: SessionUsage };
  * (made before its end, last active at or after its start) and counts their whole totals. A
  * window or every user reads the live sessions; one user without a window reads the stored
  * totals, deleted sessions included.
+ *
+ * With token budgets set, one user's answer also has `budgets`: each budget the user has, its
+ * limit, what is used and left of it now and when it resets (Unix seconds), whatever the window.
  */
 export function createUsageRouter(deps: UsageRouterDeps): Router {
   const router = Router();
@@ -52,6 +58,7 @@ export function createUsageRouter(deps: UsageRouterDeps): Router {
       sessions: 0,
       usage: {},
     });
+    const budgets = deps.budgets && userId !== undefined ? (await deps.budgets.statusOf(userId)).map(budgetJson) : undefined;
     const byModel = Object.entries(all.usage)
       .sort(([a], [b]) => a.localeCompare(b))
       .map(([model, tokens]) => ({ model, ...withTotal(tokens) }));
@@ -63,6 +70,7 @@ export function createUsageRouter(deps: UsageRouterDeps): Router {
       sessions: all.sessions,
       ...usageTotal(all.usage),
       by_model: byModel,
+      ...(budgets ? { budgets } : {}),
       ...(userId === undefined
         ? {
             by_user: [...byUser.entries()]
@@ -91,6 +99,17 @@ function unixSeconds(req: Request, name: string): number | undefined {
   const seconds = /^\d{1,12}$/.test(raw) ? Number(raw) : NaN;
   if (Number.isNaN(seconds)) throw new ServiceError('INVALID_REQUEST', `${name} must be a time in whole Unix seconds`, { param: name });
   return seconds;
+}
+
+/** A budget as the answer shows it: `used`, `remaining` and `resets_at` null for a turn's budget. */
+function budgetJson(status: BudgetStatus) {
+  return {
+    budget: status.budget,
+    limit: status.limit,
+    used: status.used,
+    remaining: status.remaining,
+    resets_at: status.resetsAt ? Math.floor(status.resetsAt.getTime() / 1000) : null,
+  };
 }
 
 function secondsOf(ms: number | undefined): number | null {

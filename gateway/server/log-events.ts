@@ -25,6 +25,10 @@ export function logRuntimeEvents(events: EventBus, logger: Logger): () => void {
     events.on('oauth:token_unreadable', ({ userId, provider, message }) =>
       logger.warn(`stored OAuth token unreadable (was oauth.token_key changed?): ${message}`, { userId, provider }),
     ),
+    // A request refused for its budget is told by its request line (429); a turn stopped mid-way by this one.
+    events.on('budget:exceeded', ({ userId, sessionId, budget, limit, used, refused }) => {
+      if (refused === 'llm_call') logger.info(`turn stopped calling the model: ${budget} reached (${used} of ${limit} tokens)`, { sessionId: sessionId ?? undefined, userId, budget });
+    }),
     events.on('oauth:connected', ({ userId, provider }) => logger.info('OAuth account connected', { userId, provider })),
     events.on('oauth:disconnected', ({ userId, provider }) => logger.info('OAuth account disconnected', { userId, provider })),
     // winston formats every entry before its transports drop those below their level, so

@@ -41,6 +41,8 @@ import { toolServersLine } from './start-line.js';
 import { StartupWork } from './startup-work.js';
 import { createUsageRouter } from '../operations/usage-route.js';
 import { createUsageLimiter } from '../http/usage-limits.js';
+import { hasBudgets } from '../../config/budget-schema.js';
+import { TokenBudgets } from '../../runtime/usage/token-budgets.js';
 import { WebhookDispatcher } from '../../runtime/webhooks/webhook-dispatcher.js';
 import { createWebhookRepository } from '../../storage/webhook-repository.js';
 import { createCallRepository } from '../../storage/call-repository.js';
@@ -204,7 +206,10 @@ export async function startService(config: AppConfig, logger: Logger, options: S
   // Tracing on (an OTLP endpoint set): the SDK is loaded now; off, never.
   const tracingSettings = tracingSettingsOf(config);
   const tracing = tracingSettings ? await startTracing(tracingSettings, (message) => logger.warn(`tracing: spans may not have been sent: ${message}`)) : undefined;
+  // No budget set: nothing is counted and nothing is checked on the turn path.
+  const budgets = hasBudgets(config.budgets) ? new TokenBudgets({ config: config.budgets, store: stores.tokenUsage, writer, events }) : undefined;
   const supervisor = new RequestSupervisor({
+    budgets,
     tracing,
     calls,
     leases,
@@ -275,7 +280,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     (what, error) => logger.warn(`idempotency keys: could not ${what}: ${error instanceof Error ? error.message : String(error)}`),
   );
   let port = config.app.port;
-  const limiter = createUsageLimiter(config.limits, logger);
+  const limiter = createUsageLimiter(config.limits, logger, budgets);
   const defaults = {
     userId: config.memory.user_id,
     llmModel: config.llm.model,
@@ -349,7 +354,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
         exportDir: config.agents.export_dir,
       },
     }),
-    usageRouter: createUsageRouter({ sessions: stores.sessions, requireKey: apiKeys.requireKey }),
+    usageRouter: createUsageRouter({ sessions: stores.sessions, budgets, requireKey: apiKeys.requireKey }),
     bodyLimit: config.app.body_limit,
     maxMessages: config.app.max_messages,
     limiter,

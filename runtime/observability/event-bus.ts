@@ -1,3 +1,4 @@
+import type { BudgetName } from '../../config/budget-schema.js';
 import type { Usage } from '../chat-types.js';
 import type { TurnStage } from './turn-stages.js';
 import { EventEmitter } from 'node:events';
@@ -23,6 +24,21 @@ export type RuntimeEvents = {
   'tool:call': { sessionId: string; userId: string; tool: string; server: string; durationMs: number; outcome: 'ok' | 'error' };
   'memory:written': { sessionId: string; userId: string; entries: number; kind: 'conversation' | 'long_term' };
   'storage:error': { operation: string; error: Error; attempt: number; willRetry: boolean };
+  /**
+   * A user's request was refused (`request`: 429) or a turn's next LLM call not made (`llm_call`)
+   * for a token budget; `resetsAt` in ms since the epoch (null for a turn's budget). `first`: the
+   * first refusal of this user, budget and period in this process (a turn's budget: every one).
+   */
+  'budget:exceeded': {
+    userId: string;
+    sessionId: string | null;
+    budget: BudgetName;
+    limit: number;
+    used: number;
+    resetsAt: number | null;
+    refused: 'request' | 'llm_call';
+    first: boolean;
+  };
   'oauth:connected': { userId: string; provider: string };
   'oauth:refreshed': { userId: string; provider: string; durationMs: number };
   /** revoked: the provider refused the refresh token (the row is gone, the user must reconnect). */

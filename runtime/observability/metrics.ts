@@ -65,6 +65,12 @@ export class ServiceMetrics {
     const turns = new Counter({ name: 'turns_total', help: 'Finished turns, by outcome (ok, llm_error or cancelled).', labelNames: ['outcome'], registers });
     const writeRetries = new Counter({ name: 'storage_write_retries_total', help: 'Database writes that failed and are tried again.', registers });
     const storageErrors = new Counter({ name: 'storage_errors_total', help: 'Database operations that failed for good (not retried).', registers });
+    const budgetRefusals = new Counter({
+      name: 'budget_refusals_total',
+      help: 'Token budgets reached, by budget (tokens_per_day, tokens_per_month, tokens_per_turn) and what was refused (request: answered 429 insufficient_quota; llm_call: a turn called the model no more).',
+      labelNames: ['budget', 'refused'],
+      registers,
+    });
     const { supervisor, webhooks } = deps;
     new Gauge({
       name: 'live_sessions',
@@ -112,6 +118,7 @@ export class ServiceMetrics {
       events.on('tool:call', ({ server, outcome }) => toolCalls.inc({ server, outcome })),
       events.on('turn:completed', ({ outcome }) => turns.inc({ outcome })),
       events.on('storage:error', ({ willRetry }) => (willRetry ? writeRetries : storageErrors).inc()),
+      events.on('budget:exceeded', ({ budget, refused }) => budgetRefusals.inc({ budget, refused })),
     ];
   }
 

@@ -24,6 +24,7 @@ import { TurnRunner } from './turn-runner.js';
 import { TurnStore } from './turn-store.js';
 import { FAILED_REPLY_ROLE, type SupervisorSettings, type TurnHandlers, type TurnOutcome, type TurnPlan, type TurnRequest } from './turn-types.js';
 import { timedStage } from '../observability/turn-stages.js';
+import type { TokenBudgets } from '../usage/token-budgets.js';
 
 export { FAILED_REPLY_ROLE, LLM_FAILURE_PREFIX, PRIVATE_STEP_ROLE, REASONING_ROLE } from './turn-types.js';
 export type { SupervisorSettings, ToolActivity, TurnHandlers, TurnOutcome, TurnRequest, TurnStep } from './turn-types.js';
@@ -50,6 +51,8 @@ export type SupervisorDeps = {
   inspect?: (event: InspectionEvent) => void;
   /** Where the spans of turns and their calls go (tracing on). */
   tracing?: Tracing;
+  /** The users' token budgets, checked before each LLM call of a turn; none: no budget is set. */
+  budgets?: TokenBudgets;
 };
 
 /**
@@ -83,7 +86,7 @@ export class Supervisor {
         this.distrust(sessionId);
       },
     });
-    const runner = new TurnRunner({ llm: deps.llm, tools: deps.tools ?? NO_TOOLS, events: deps.events, store: this.store, settings, memory: deps.memory, leases: deps.leases, calls: deps.calls, tracing: deps.tracing });
+    const runner = new TurnRunner({ llm: deps.llm, tools: deps.tools ?? NO_TOOLS, events: deps.events, store: this.store, settings, memory: deps.memory, leases: deps.leases, calls: deps.calls, tracing: deps.tracing, budgets: deps.budgets });
     const machine = createSessionMachine(deps.graph).provide({
       actors: {
         callLlm: fromPromise<AgentReply, CallLlmInput>(({ input, signal }) => runner.callLlm(input, signal)),

@@ -21,6 +21,7 @@ import { buildContext, withStateSystem } from './prompt-assembly.js';
 import { TurnJournal } from './turn-journal.js';
 import { timedStage } from '../observability/turn-stages.js';
 import type { TurnStore } from './turn-store.js';
+import type { CallPermit, TokenBudgets } from '../usage/token-budgets.js';
 import {
   FAILED_REPLY_ROLE,
   LLM_FAILURE_PREFIX,
@@ -49,6 +50,8 @@ export type TurnRunnerDeps = {
   calls?: CallLog;
   /** Where the spans of turns and their calls go; none: tracing is off. */
   tracing?: Tracing;
+  /** The users' token budgets; none: no budget is set, and nothing is counted. */
+  budgets?: TokenBudgets;
 };
 
 /** What a running turn keeps outside the actor: where its answer goes and what it gathered. */
@@ -389,12 +392,19 @@ export class TurnRunner {
     // What the model may call this round: a call of anything else is answered as an error, not run.
     turn.offered = new Set(request.tools!.map((tool) => (tool.type === 'function' ? tool.function.name : '')));
     // A round an earlier attempt of the turn stored is not asked again: its reply is shown as it came.
+    const stored = turn.journal.round(turn.rounds);
+    // A call is made only while the user's budgets have room; a turn that reached one ends with what it has.
+    let permit: CallPermit | undefined;
+    if (!stored && this.deps.budgets) {
+      const leave = await this.deps.budgets.beforeCall(turn.userId, input.sessionId, tokensOf(turn.callsUsage), signal);
+      if (!('end' in leave)) return budgetStop();
+      permit = leave;
+    }
     const round = turn.rounds++;
     if (round === 0) {
       turn.firstCallAt = started;
       this.deps.events.emit('turn:stage', { stage: 'prompt', durationMs: started - turn.committedAt });
     }
-    const stored = turn.journal.round(round);
     const span = turn.span && !stored ? this.deps.tracing?.startLlmCall(turn.span, input.sessionId, request, streaming) : undefined;
     const scope = { sessionId: input.sessionId, userId: turn.userId, turnId: turn.turnId, requestId: turn.requestId, state: input.state, ...span?.ids };
     const start = startCall();
@@ -420,6 +430,7 @@ export class TurnRunner {
                 : undefined,
           });
       span?.end({ value: reply });
+      permit?.end(reply.usage);
       if (!stored) this.record(turn, llmCallRecord(scope, request, body, start, { value: reply }));
       addUsage(turn.usage, request.model, reply.usage);
       turn.callsUsage = sumUsage(turn.callsUsage, reply.usage);
@@ -471,6 +482,8 @@ export class TurnRunner {
       return { ...agentReply, toolCalls: [] };
     } catch (error) {
       // A step that could not be stored is the turn's failure, not the LLM's.
+      // A call that failed counted nothing (its permit ended with its reply if the step after it failed).
+      permit?.end(null);
       if (error === turn.stepError) throw error;
       span?.end({ error, cancelled: signal.aborted });
       this.record(turn, llmCallRecord(scope, request, body, start, { error, cancelled: signal.aborted }));
@@ -679,6 +692,19 @@ export class TurnRunner {
     turn.streamed += piece;
     turn.handlers.onContent?.(piece);
   }
+}
+
+/** The tokens of a turn's calls so far, input and output, as its budget counts them. */
+function tokensOf(usage: Usage | null): number {
+  return usage ? usage.prompt_tokens + usage.completion_tokens : 0;
+}
+
+/**
+ * The reply of a round whose call a budget did not allow: nothing more, and the turn ends as a
+ * reply cut at its length limit ends (`length`), with the text its earlier rounds gave.
+ */
+function budgetStop(): AgentReply {
+  return { content: '', toolCalls: [], finishReason: 'length', usage: null };
 }
 
 /** A stored LLM round's reply, its reasoning and text shown through `onPiece` as a live round's are. */

@@ -116,6 +116,23 @@ export class WebhookDispatcher {
       events.on('memory:written', (e) => {
         if (e.kind === 'long_term') this.publish({ event: 'memory.consolidated', agentId: e.sessionId, userId: e.userId, data: { entries: e.entries } });
       }),
+      // The first refusal of a user's day or month budget in this process (each process tells its own), and every turn stopped by its budget.
+      events.on('budget:exceeded', (e) => {
+        if (!e.first) return;
+        this.publish({
+          event: 'budget.exceeded',
+          agentId: e.sessionId,
+          userId: e.userId,
+          data: {
+            user_id: e.userId,
+            budget: e.budget,
+            limit: e.limit,
+            used: e.used,
+            resets_at: e.resetsAt === null ? null : Math.floor(e.resetsAt / 1000),
+            refused: e.refused,
+          },
+        });
+      }),
       events.on('llm:error', (e) => this.publish({ event: 'error.occurred', agentId: e.sessionId, userId: e.userId, data: { source: 'llm', message: e.message } })),
       events.on('storage:error', (e) => {
         // The first failure and the final one of an operation; never our own writes.

@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
 /** The webhook event types a subscription may listen to. */
-export const WEBHOOK_EVENT_TYPES = ['agent.created', 'agent.state_changed', 'tool.executed', 'memory.consolidated', 'error.occurred'] as const;
+export const WEBHOOK_EVENT_TYPES = ['agent.created', 'agent.state_changed', 'tool.executed', 'memory.consolidated', 'error.occurred', 'budget.exceeded'] as const;
 
 /** One webhook event type. */
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
