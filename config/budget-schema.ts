@@ -40,8 +40,7 @@ export const BudgetsSchema = z
   .strictObject({
     default: LimitsSchema.default({}),
     users: z.record(z.string().min(1, 'a user id must not be empty'), LimitsSchema).default({}),
-  })
-  .nullish();
+  });
 
 /** No budget at all: every limit 0. */
 export const NO_BUDGETS: BudgetLimits = { tokens_per_day: 0, tokens_per_month: 0, tokens_per_turn: 0 };
@@ -54,16 +53,16 @@ export function budgetsOf(fileValue: unknown, env: NodeJS.ProcessEnv): { config:
   const parsed = BudgetsSchema.safeParse(fileValue);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
-    return { error: `budgets.${issue.path.join('.')}: ${issue.message}` };
+    return { error: `${['budgets', ...issue.path].join('.')}: ${issue.message}` };
   }
-  const defaults: BudgetLimits = { ...NO_BUDGETS, ...parsed.data?.default };
+  const defaults: BudgetLimits = { ...NO_BUDGETS, ...parsed.data.default };
   for (const name of BUDGET_NAMES) {
     const raw = env[BUDGET_ENV[name]];
     if (raw === undefined || raw === '') continue;
     if (!/^\d{1,15}$/.test(raw.trim())) return { error: `budgets.default.${name} (${BUDGET_ENV[name]}): must be a whole number of tokens (0: no limit), not "${raw}"` };
     defaults[name] = Number(raw.trim());
   }
-  return { config: { default: defaults, users: parsed.data?.users ?? {} } };
+  return { config: { default: defaults, users: parsed.data.users } };
 }
 
 /** Whether any budget is set, for anyone: without, budgets cost nothing on the turn path. */

@@ -24,6 +24,15 @@ export type TokenBudgetsDeps = {
   now?: () => number;
 };
 
+/** A user's tokens counted here and not yet in the counter, by day, and how many of the user's writes have committed since. */
+type Uncommitted = { days: Map<string, number>; commits: number; tail: Promise<void> };
+
+/** How long a read of the counter waits for the user's writes under way to commit (they take milliseconds; in an outage, the read fails). */
+const WRITE_WAIT_MS = 1_000;
+
+/** Reads of the counter before one that no commit of the user's overtook is taken as it is. */
+const MAX_READS = 3;
+
 /** A user's LLM calls in flight in this process, and the calls waiting for one of them to end. */
 type CallsInFlight = { count: number; waiting: Array<() => void> };
 
@@ -48,7 +57,7 @@ export class TokenBudgets {
   private readonly now: () => number;
   private readonly inFlight = new Map<string, CallsInFlight>();
   /** Tokens counted in this process and not yet committed, by user. */
-  private readonly uncommitted = new Map<string, number>();
+  private readonly uncommitted = new Map<string, Uncommitted>();
   /** The most tokens one call has used here: the room a call in flight is reckoned to need. */
   private largestCall = 0;
   /** The refusals announced as their period's first, and the day they belong to. */
@@ -126,10 +135,25 @@ export class TokenBudgets {
   /** The counter's figures for `userId` today and this month, with this process's calls not yet committed. */
   private async usedBy(userId: string): Promise<{ day: number; month: number }> {
     const { day, month } = periodsOf(this.now());
-    // Read before the counter: a commit landing meanwhile is counted twice for a moment, never missed.
-    const pending = this.uncommitted.get(userId) ?? 0;
-    const used = await this.deps.store.used(userId, day, month);
-    return { day: used.day + pending, month: used.since + pending };
+    // The user's writes under way are let commit first (a write the database made visible before
+    // its answer arrived here would be read and counted as pending too), within a bound.
+    const writing = this.uncommitted.get(userId)?.tail;
+    if (writing) await settledWithin(writing, WRITE_WAIT_MS);
+    for (let attempt = 1; ; attempt++) {
+      const pending = this.uncommitted.get(userId);
+      const commits = pending?.commits ?? 0;
+      let pendingToday = 0;
+      let pendingThisMonth = 0;
+      for (const [pendingDay, tokens] of pending?.days ?? []) {
+        if (pendingDay === day) pendingToday += tokens;
+        if (pendingDay >= month) pendingThisMonth += tokens;
+      }
+      const used = await this.deps.store.used(userId, day, month);
+      // A write of the user's that committed during the read may be in it or not: read again (a
+      // read still overtaken after three is taken as it is, counting such a write twice).
+      const settled = this.uncommitted.get(userId) === pending && (pending?.commits ?? 0) === commits;
+      if (settled || attempt === MAX_READS) return { day: used.day + pendingToday, month: used.since + pendingThisMonth };
+    }
   }
 
   /** The first of the user's day and month budgets `used` reaches, if any. */
@@ -196,15 +220,24 @@ export class TokenBudgets {
     const tokens = usage.prompt_tokens + usage.completion_tokens;
     if (tokens <= 0) return;
     this.largestCall = Math.max(this.largestCall, tokens);
-    this.uncommitted.set(userId, (this.uncommitted.get(userId) ?? 0) + tokens);
-    const entry = { userId, day: periodsOf(this.now()).day, promptTokens: usage.prompt_tokens, completionTokens: usage.completion_tokens };
+    const { day } = periodsOf(this.now());
+    let pending = this.uncommitted.get(userId);
+    if (!pending) {
+      pending = { days: new Map(), commits: 0, tail: Promise.resolve() };
+      this.uncommitted.set(userId, pending);
+    }
+    const { days } = pending;
+    days.set(day, (days.get(day) ?? 0) + tokens);
+    const entry = { userId, day, promptTokens: usage.prompt_tokens, completionTokens: usage.completion_tokens };
     const committed = () => {
-      const left = (this.uncommitted.get(userId) ?? 0) - tokens;
-      if (left > 0) this.uncommitted.set(userId, left);
-      else this.uncommitted.delete(userId);
+      pending.commits += 1;
+      const left = (days.get(day) ?? 0) - tokens;
+      if (left > 0) days.set(day, left);
+      else days.delete(day);
+      if (days.size === 0 && this.uncommitted.get(userId) === pending) this.uncommitted.delete(userId);
     };
     // Per user, in order: the writer retries a failed write until it commits (or the service stops).
-    this.deps.writer.write(`token-usage:${userId}`, 'count tokens against the budgets', () => this.deps.store.add([entry])).then(committed, committed);
+    pending.tail = this.deps.writer.write(`token-usage:${userId}`, 'count tokens against the budgets', () => this.deps.store.add([entry])).then(committed, committed);
   }
 
   /** Tells the event bus of a refusal (metrics, webhooks, logs); the first of its period in this process is marked so. */
@@ -267,4 +300,14 @@ function resetOf(budget: Exclude<BudgetName, 'tokens_per_turn'>, now: number): D
   const at = new Date(now);
   if (budget === 'tokens_per_day') return new Date(Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), at.getUTCDate() + 1));
   return new Date(Date.UTC(at.getUTCFullYear(), at.getUTCMonth() + 1, 1));
+}
+
+/** Resolves when `promise` settles or `ms` have passed, whichever is first. */
+async function settledWithin(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([promise.catch(() => undefined), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

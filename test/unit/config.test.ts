@@ -167,6 +167,35 @@ mcp_servers:
     expect(loadError({ TOOLS_DENIAL_WORDS: 'no,OK.' }).message).to.equal('tools.denial_words: "OK." is also in tools.approval_words: a word cannot both approve and refuse');
   });
 
+  it('has no budget unless one is set, and reads budgets.default and budgets.users from the file, the default ones from the environment over it', () => {
+    expect(loadConfig({}).budgets).to.deep.equal({ default: { tokens_per_day: 0, tokens_per_month: 0, tokens_per_turn: 0 }, users: {} });
+    const file = deploymentFile(`
+budgets:
+  default:
+    tokens_per_day: 200000
+    tokens_per_turn: 20000
+  users:
+    alice:
+      tokens_per_day: 1000000
+    bob: {}
+`);
+    expect(loadConfig({ CONFIG_FILE: file }).budgets).to.deep.equal({
+      default: { tokens_per_day: 200000, tokens_per_month: 0, tokens_per_turn: 20000 },
+      users: { alice: { tokens_per_day: 1000000 }, bob: {} },
+    });
+    const fromEnv = loadConfig({ CONFIG_FILE: file, BUDGETS_TOKENS_PER_DAY: '500', BUDGETS_TOKENS_PER_MONTH: '9000', BUDGETS_TOKENS_PER_TURN: '' });
+    expect(fromEnv.budgets.default).to.deep.equal({ tokens_per_day: 500, tokens_per_month: 9000, tokens_per_turn: 20000 });
+  });
+
+  it('refuses a budget that is not a whole number of tokens, and an unknown budget, naming the key or the variable', () => {
+    const budget = (yaml: string) => loadError({ CONFIG_FILE: deploymentFile(yaml) }).message;
+    expect(budget('budgets:\n  users:\n    alice:\n      tokens_per_day: -5\n')).to.equal('budgets.users.alice.tokens_per_day: must be 0 (no limit) or more');
+    expect(budget('budgets:\n  default:\n    tokens_per_day: 1.5\n')).to.match(/^budgets\.default\.tokens_per_day: must be a whole number of tokens/);
+    expect(budget('budgets:\n  default:\n    tokens_per_week: 10\n')).to.match(/^budgets\.default: .*tokens_per_week/);
+    expect(budget('budgets:\n  limits: {}\n')).to.match(/^budgets: .*limits/);
+    expect(loadError({ BUDGETS_TOKENS_PER_DAY: 'lots' }).message).to.equal('budgets.default.tokens_per_day (BUDGETS_TOKENS_PER_DAY): must be a whole number of tokens (0: no limit), not "lots"');
+  });
+
   it('says so when CONFIG_FILE names a missing file', () => {
     expect(loadError({ CONFIG_FILE: '/nonexistent/deployment.yaml' }).message).to.match(/^CONFIG_FILE: /);
   });
