@@ -304,3 +304,38 @@ describe('the service in front of a model that loops', () => {
     expect(lastContextText(llm).length).to.be.lessThan(64 * 16 + 2000);
   });
 });
+
+describe('the token budgets in front of a server that streams no usage', () => {
+  let harness: TestService | undefined;
+  let llm: ReplayLlm | undefined;
+  after(async () => {
+    await harness?.close();
+    await llm?.close();
+  });
+
+  it("counts Ollama 0.4's streamed calls, which report no usage, with the service's estimate: the figures /v1/usage shows, and the budget refuses past them", async () => {
+    // test/fixtures/llm-servers/ollama-0-4.ts: v0.4.6 reads no stream_options, so a stream has no usage chunk.
+    llm = await startReplayLlm({ server: 'ollama-0.4' });
+    harness = await startTestService({ env: { LLM_BASE_URL: llm.url, BUDGETS_TOKENS_PER_DAY: '1', API_KEYS: 'admin-key' } });
+    const client = new OpenAI({ baseURL: harness.baseURL, apiKey: 'admin-key', maxRetries: 0 });
+    const asUser = { headers: { 'X-User-ID': 'ollama-user' } };
+    const stream = await client.chat.completions.create({ model: 'svc-agent', stream: true, messages: [{ role: 'user', content: 'Count me, please' }] }, asUser);
+    let text = '';
+    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
+    expect(text).to.equal('Echo: Count me, please');
+    const usage = (await (await fetch(`${harness.baseURL}/usage?user_id=ollama-user`, { headers: { Authorization: 'Bearer admin-key' } })).json()) as {
+      total_tokens: number;
+      budgets: Array<{ budget: string; used: number; remaining: number }>;
+    };
+    expect(usage.total_tokens).to.be.greaterThan(0);
+    expect(usage.budgets).to.deep.equal([{ ...usage.budgets[0], budget: 'tokens_per_day', used: usage.total_tokens, remaining: 0 }]);
+    const calls = chatBodies(llm).length;
+    const refused = await client.chat.completions.create({ model: 'svc-agent', stream: true, messages: [{ role: 'user', content: 'Once more' }] }, asUser).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(refused).to.be.instanceOf(OpenAI.RateLimitError);
+    expect((refused as InstanceType<typeof OpenAI.RateLimitError>).code).to.equal('insufficient_quota');
+    expect(chatBodies(llm)).to.have.length(calls);
+  });
+});
