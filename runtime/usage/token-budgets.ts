@@ -24,8 +24,6 @@ export type TokenBudgetsDeps = {
   now?: () => number;
 };
 
-/** A user's tokens counted here and not yet in the counter, by day, and how many of the user's writes have committed since. */
-type Uncommitted = { days: Map<string, number>; commits: number; tail: Promise<void> };
 
 /** How long a read of the counter waits for the user's writes under way to commit (they take milliseconds; in an outage, the read fails). */
 const WRITE_WAIT_MS = 1_000;
@@ -33,8 +31,20 @@ const WRITE_WAIT_MS = 1_000;
 /** Reads of the counter before one that no commit of the user's overtook is taken as it is. */
 const MAX_READS = 3;
 
-/** A user's LLM calls in flight in this process, and the calls waiting for one of them to end. */
-type CallsInFlight = { count: number; waiting: Array<() => void> };
+/**
+ * What this process holds of a user: the LLM calls in flight (`count`), the calls and reads
+ * checking the budgets (`checking`; `waiting`, those of them waiting for a call to end), the
+ * tokens counted and not yet committed by day, how many of the user's writes have committed, and
+ * the last write under way.
+ */
+type UserState = {
+  count: number;
+  checking: number;
+  waiting: Array<() => void>;
+  uncommitted: Map<string, number>;
+  commits: number;
+  writing: Promise<void>;
+};
 
 const DAY_MS = 86_400_000;
 
@@ -51,13 +61,13 @@ const UNCOUNTED: CallPermit = { end: () => undefined };
  * room. A call is checked against the counter as it stands plus this process's calls not yet
  * committed to it. The calls of one user in flight in this process hold room for each other: a
  * call waits while the calls in flight could together use what is left (each reckoned as large
- * as the largest call seen), so that this process passes a budget by at most one call.
+ * as the largest call seen; before one has ended, as all that is left), so that this process
+ * passes a budget by at most one call.
  */
 export class TokenBudgets {
   private readonly now: () => number;
-  private readonly inFlight = new Map<string, CallsInFlight>();
-  /** Tokens counted in this process and not yet committed, by user. */
-  private readonly uncommitted = new Map<string, Uncommitted>();
+  /** The users with calls in flight or checking here, or tokens not yet committed. */
+  private readonly users = new Map<string, UserState>();
   /** The most tokens one call has used here: the room a call in flight is reckoned to need. */
   private largestCall = 0;
   /** The refusals announced as their period's first, and the day they belong to. */
@@ -65,6 +75,11 @@ export class TokenBudgets {
 
   constructor(private readonly deps: TokenBudgetsDeps) {
     this.now = deps.now ?? Date.now;
+  }
+
+  /** How many users have calls in flight or checking here, or tokens not yet committed: the users a process keeps track of. */
+  get trackedUsers(): number {
+    return this.users.size;
   }
 
   /** The budgets of `userId`: the default's, with the user's own entry's keys in their place. */
@@ -100,22 +115,29 @@ export class TokenBudgets {
       return reached;
     }
     if (!countsPeriods(limits)) return UNCOUNTED;
-    const calls = this.inFlightOf(userId);
-    for (;;) {
-      const used = await this.usedBy(userId);
-      const reached = this.reachedOf(limits, used);
-      if (reached) {
-        this.dropIfIdle(userId, calls);
-        this.announce(userId, sessionId, reached, 'llm_call');
-        return reached;
+    // The user's state stays while this call checks, so every call of the user counts on the same one.
+    const calls = this.stateOf(userId);
+    calls.checking += 1;
+    try {
+      for (;;) {
+        const used = await this.usedBy(userId);
+        const reached = this.reachedOf(limits, used);
+        if (reached) {
+          this.announce(userId, sessionId, reached, 'llm_call');
+          return reached;
+        }
+        // Room for this call besides those in flight, each reckoned as large as the largest yet
+        // (before any call has ended here, as large as all that is left: they go one at a time).
+        const held = calls.count === 0 ? 0 : this.largestCall > 0 ? calls.count * this.largestCall : Number.POSITIVE_INFINITY;
+        if (calls.count === 0 || this.reachedOf(limits, { day: used.day + held, month: used.month + held }) === undefined) {
+          calls.count += 1;
+          return this.permit(userId, calls);
+        }
+        await this.untilACallEnds(calls, signal);
       }
-      // Room for this call besides those in flight, each reckoned as large as the largest yet.
-      const held = calls.count * this.largestCall;
-      if (calls.count === 0 || this.reachedOf(limits, { day: used.day + held, month: used.month + held }) === undefined) {
-        calls.count += 1;
-        return this.permit(userId, calls);
-      }
-      await this.untilACallEnds(calls, signal);
+    } finally {
+      calls.checking -= 1;
+      this.dropIfIdle(userId, calls);
     }
   }
 
@@ -132,27 +154,35 @@ export class TokenBudgets {
     });
   }
 
-  /** The counter's figures for `userId` today and this month, with this process's calls not yet committed. */
+  /**
+   * The counter's figures for `userId` today and this month, with this process's calls not yet
+   * committed to it: those still uncommitted once the counter answered, a read during which one
+   * of the user's writes committed (it may be in the read or not) being made again.
+   */
   private async usedBy(userId: string): Promise<{ day: number; month: number }> {
     const { day, month } = periodsOf(this.now());
-    // The user's writes under way are let commit first (a write the database made visible before
-    // its answer arrived here would be read and counted as pending too), within a bound.
-    const writing = this.uncommitted.get(userId)?.tail;
-    if (writing) await settledWithin(writing, WRITE_WAIT_MS);
-    for (let attempt = 1; ; attempt++) {
-      const pending = this.uncommitted.get(userId);
-      const commits = pending?.commits ?? 0;
-      let pendingToday = 0;
-      let pendingThisMonth = 0;
-      for (const [pendingDay, tokens] of pending?.days ?? []) {
-        if (pendingDay === day) pendingToday += tokens;
-        if (pendingDay >= month) pendingThisMonth += tokens;
+    const state = this.stateOf(userId);
+    state.checking += 1;
+    try {
+      // The user's writes under way are let commit first (a write the database made visible before
+      // its answer arrived here would be read and counted as uncommitted too), within a bound.
+      await settledWithin(state.writing, WRITE_WAIT_MS);
+      for (let attempt = 1; ; attempt++) {
+        const commits = state.commits;
+        const used = await this.deps.store.used(userId, day, month);
+        // After three reads each overtaken by a commit, the last is taken as it is, counting such a write twice at most.
+        if (state.commits !== commits && attempt < MAX_READS) continue;
+        let today = used.day;
+        let thisMonth = used.since;
+        for (const [uncommittedDay, tokens] of state.uncommitted) {
+          if (uncommittedDay === day) today += tokens;
+          if (uncommittedDay >= month) thisMonth += tokens;
+        }
+        return { day: today, month: thisMonth };
       }
-      const used = await this.deps.store.used(userId, day, month);
-      // A write of the user's that committed during the read may be in it or not: read again (a
-      // read still overtaken after three is taken as it is, counting such a write twice).
-      const settled = this.uncommitted.get(userId) === pending && (pending?.commits ?? 0) === commits;
-      if (settled || attempt === MAX_READS) return { day: used.day + pendingToday, month: used.since + pendingThisMonth };
+    } finally {
+      state.checking -= 1;
+      this.dropIfIdle(userId, state);
     }
   }
 
@@ -168,8 +198,8 @@ export class TokenBudgets {
     return undefined;
   }
 
-  /** Waits until one of `calls` ends; throws the signal's reason if it aborts first. */
-  private async untilACallEnds(calls: CallsInFlight, signal: AbortSignal | undefined): Promise<void> {
+  /** Waits until one of the user's calls in flight ends; throws the signal's reason if it aborts first. */
+  private async untilACallEnds(calls: UserState, signal: AbortSignal | undefined): Promise<void> {
     signal?.throwIfAborted();
     let onAbort: (() => void) | undefined;
     try {
@@ -187,27 +217,29 @@ export class TokenBudgets {
     }
   }
 
-  private inFlightOf(userId: string): CallsInFlight {
-    let calls = this.inFlight.get(userId);
-    if (!calls) {
-      calls = { count: 0, waiting: [] };
-      this.inFlight.set(userId, calls);
+  private stateOf(userId: string): UserState {
+    let state = this.users.get(userId);
+    if (!state) {
+      state = { count: 0, checking: 0, waiting: [], uncommitted: new Map(), commits: 0, writing: Promise.resolve() };
+      this.users.set(userId, state);
     }
-    return calls;
+    return state;
   }
 
-  private dropIfIdle(userId: string, calls: CallsInFlight): void {
-    if (calls.count === 0 && calls.waiting.length === 0) this.inFlight.delete(userId);
+  /** Forgets the user once nothing of theirs is in flight, checking (waiting is checking) or uncommitted. */
+  private dropIfIdle(userId: string, state: UserState): void {
+    if (state.count === 0 && state.checking === 0 && state.uncommitted.size === 0 && this.users.get(userId) === state) this.users.delete(userId);
   }
 
   /** The permit of a call counted against the user's day and month; its end counts it and lets the waiting calls check again. */
-  private permit(userId: string, calls: CallsInFlight): CallPermit {
+  private permit(userId: string, calls: UserState): CallPermit {
     let ended = false;
     return {
       end: (usage) => {
         if (ended) return;
         ended = true;
-        if (usage) this.count(userId, usage);
+        // Counted before it leaves the calls in flight: its tokens are never out of both.
+        if (usage) this.count(userId, calls, usage);
         calls.count -= 1;
         for (const wake of calls.waiting.splice(0)) wake();
         this.dropIfIdle(userId, calls);
@@ -216,28 +248,22 @@ export class TokenBudgets {
   }
 
   /** Adds a call's tokens to the user's day: counted here at once, and in the database once the write commits (retried until it does). */
-  private count(userId: string, usage: Usage): void {
+  private count(userId: string, state: UserState, usage: Usage): void {
     const tokens = usage.prompt_tokens + usage.completion_tokens;
     if (tokens <= 0) return;
     this.largestCall = Math.max(this.largestCall, tokens);
     const { day } = periodsOf(this.now());
-    let pending = this.uncommitted.get(userId);
-    if (!pending) {
-      pending = { days: new Map(), commits: 0, tail: Promise.resolve() };
-      this.uncommitted.set(userId, pending);
-    }
-    const { days } = pending;
-    days.set(day, (days.get(day) ?? 0) + tokens);
+    state.uncommitted.set(day, (state.uncommitted.get(day) ?? 0) + tokens);
     const entry = { userId, day, promptTokens: usage.prompt_tokens, completionTokens: usage.completion_tokens };
     const committed = () => {
-      pending.commits += 1;
-      const left = (days.get(day) ?? 0) - tokens;
-      if (left > 0) days.set(day, left);
-      else days.delete(day);
-      if (days.size === 0 && this.uncommitted.get(userId) === pending) this.uncommitted.delete(userId);
+      state.commits += 1;
+      const left = (state.uncommitted.get(day) ?? 0) - tokens;
+      if (left > 0) state.uncommitted.set(day, left);
+      else state.uncommitted.delete(day);
+      this.dropIfIdle(userId, state);
     };
     // Per user, in order: the writer retries a failed write until it commits (or the service stops).
-    pending.tail = this.deps.writer.write(`token-usage:${userId}`, 'count tokens against the budgets', () => this.deps.store.add([entry])).then(committed, committed);
+    state.writing = this.deps.writer.write(`token-usage:${userId}`, 'count tokens against the budgets', () => this.deps.store.add([entry])).then(committed, committed);
   }
 
   /** Tells the event bus of a refusal (metrics, webhooks, logs); the first of its period in this process is marked so. */

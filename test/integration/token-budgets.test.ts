@@ -240,6 +240,86 @@ for (const target of databaseTargets()) {
         // 100 used when it could check again: refused, never called.
         expect(third).to.include({ budget: 'tokens_per_day', used: 100 });
         await writer.flush();
+        expect(budgets.trackedUsers, 'users remembered once nothing of theirs is in flight or uncommitted').to.equal(0);
+      });
+
+      it("lets a user's calls go one at a time until a call has ended in the process: nothing yet tells how large one is", async () => {
+        const user = randomUUID();
+        const budgets = budgetsOf(withDefault({ tokens_per_day: 1_000_000 }));
+        const first = await budgets.beforeCall(user, 'session-1', 0);
+        if (!isPermit(first)) throw new Error('refused');
+        let second: CallPermit | BudgetReached | undefined;
+        const waiting = budgets.beforeCall(user, 'session-2', 0).then((leave) => (second = leave));
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        expect(second).to.equal(undefined);
+        first.end(usage(80, 20));
+        await waiting;
+        if (!second || !isPermit(second)) throw new Error('refused');
+        // One call of 100 seen: with 999,900 left, the next goes at once beside the one in flight.
+        const third = await budgets.beforeCall(user, 'session-3', 0);
+        expect(isPermit(third)).to.equal(true);
+        second.end(null);
+        if (isPermit(third)) third.end(null);
+        await writer.flush();
+      });
+
+      it("counts every call of a user on one entry while any of them checks: a call that ended does not drop the others' count", async () => {
+        const user = randomUUID();
+        const budgets = budgetsOf(withDefault({ tokens_per_day: 100 }));
+        await callUsing(budgets, user, 40);
+        const first = await budgets.beforeCall(user, 'session-1', 0);
+        const second = await budgets.beforeCall(user, 'session-2', 0);
+        if (!isPermit(first) || !isPermit(second)) throw new Error('refused');
+        // A third waits (40 used, 80 held); the two end, the second while the third checks again.
+        const third = budgets.beforeCall(user, 'session-3', 0);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        first.end(usage(5, 5));
+        second.end(usage(5, 5));
+        // 60 used: the third may go, and a fourth beside it only within what is left (60 + 40 held: no).
+        const leave = await third;
+        if (!isPermit(leave)) throw new Error('refused');
+        let fourth: CallPermit | BudgetReached | undefined;
+        const waiting = budgets.beforeCall(user, 'session-4', 0).then((next) => (fourth = next));
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        expect(fourth, 'the fourth waits for the third').to.equal(undefined);
+        leave.end(usage(30, 10));
+        await waiting;
+        expect(fourth).to.include({ budget: 'tokens_per_day', used: 100 });
+        await writer.flush();
+        expect(budgets.trackedUsers).to.equal(0);
+      });
+
+      it('counts a call that ended while the counter was being read: it is in neither the read nor the calls in flight', async function () {
+        // Each read waits its bound (1 s) for the writes that never commit here.
+        this.timeout(10_000);
+        const user = randomUUID();
+        // A counter whose reads answer what they found only when let go, and whose writes wait too.
+        let letReadGo: () => void = () => undefined;
+        let readArrived: () => void = () => undefined;
+        const arrived = new Promise<void>((resolve) => (readArrived = resolve));
+        let reads = 0;
+        const slow: TokenUsageStore = {
+          used: async (...args) => {
+            const found = await store.used(...args);
+            if (++reads === 3) {
+              readArrived();
+              await new Promise<void>((resolve) => (letReadGo = resolve));
+            }
+            return found;
+          },
+          add: () => new Promise<void>(() => undefined),
+        };
+        const budgets = budgetsOf(withDefault({ tokens_per_day: 50 }), slow);
+        // A call of 1 token, not yet committed: the user's uncommitted tokens are what a call's end adds to.
+        await callUsing(budgets, user, 1);
+        const first = await budgets.beforeCall(user, 'session-1', 0);
+        if (!isPermit(first)) throw new Error('refused');
+        // The second call's read finds nothing used; the first ends (60 tokens) before the read answers.
+        const second = budgets.beforeCall(user, 'session-2', 0);
+        await arrived;
+        first.end(usage(50, 10));
+        letReadGo();
+        expect(await second).to.include({ budget: 'tokens_per_day', used: 61 });
       });
 
       it('gives up waiting when its turn is cancelled', async () => {
@@ -254,6 +334,8 @@ for (const target of databaseTargets()) {
         expect(((await rejection(waiting)) as Error).message).to.equal('cancelled');
         first.end(null);
         // Nothing is left waiting or in flight: the next call checks and goes.
+        await writer.flush();
+        expect(budgets.trackedUsers).to.equal(0);
         expect(isPermit(await budgets.beforeCall(user, 'session-3', 0))).to.equal(true);
         await writer.flush();
       });
