@@ -28,23 +28,28 @@ export type TokenBudgetsDeps = {
 /** How long a read of the counter waits for the user's writes under way to commit (they take milliseconds; in an outage, the read fails). */
 const WRITE_WAIT_MS = 1_000;
 
-/** Reads of the counter before one that no commit of the user's overtook is taken as it is. */
-const MAX_READS = 3;
 
 /**
  * What this process holds of a user: the LLM calls in flight (`count`), the calls and reads
  * checking the budgets (`checking`; `waiting`, those of them waiting for a call to end), the
- * tokens counted and not yet committed by day, how many of the user's writes have committed, and
- * the last write under way.
+ * tokens counted and not yet committed by day, the tokens committed so far (a running sum), and
+ * the writes under way.
  */
 type UserState = {
   count: number;
   checking: number;
   waiting: Array<() => void>;
   uncommitted: Map<string, number>;
-  commits: number;
-  writing: Promise<void>;
+  committed: number;
+  writes: Set<Promise<void>>;
 };
+
+/** Tokens used today and this month. */
+type Use = { day: number; month: number };
+
+function plus(use: Use, more: number): Use {
+  return { day: use.day + more, month: use.month + more };
+}
 
 const DAY_MS = 86_400_000;
 
@@ -70,6 +75,8 @@ export class TokenBudgets {
   private readonly users = new Map<string, UserState>();
   /** The most tokens one call has used here: the room a call in flight is reckoned to need. */
   private largestCall = 0;
+  /** Writes of tokens made so far, to name each in the writer. */
+  private writes = 0;
   /** The refusals announced as their period's first, and the day they belong to. */
   private announced = { day: '', keys: new Set<string>() };
 
@@ -96,7 +103,7 @@ export class TokenBudgets {
   async admit(userId: string): Promise<void> {
     const limits = this.limitsOf(userId);
     if (!countsPeriods(limits)) return;
-    const reached = this.reachedOf(limits, await this.usedBy(userId));
+    const reached = this.reachedOf(limits, await this.useToJudge(userId, limits, () => 0));
     if (!reached) return;
     this.announce(userId, null, reached, 'request');
     throw this.refusal(userId, reached);
@@ -119,17 +126,17 @@ export class TokenBudgets {
     const calls = this.stateOf(userId);
     calls.checking += 1;
     try {
+      // Room for this call besides those in flight, each reckoned as large as the largest yet
+      // (before any call has ended here, as large as all that is left: they go one at a time).
+      const held = () => (calls.count === 0 ? 0 : this.largestCall > 0 ? calls.count * this.largestCall : Number.POSITIVE_INFINITY);
       for (;;) {
-        const used = await this.usedBy(userId);
+        const used = await this.useToJudge(userId, limits, held);
         const reached = this.reachedOf(limits, used);
         if (reached) {
           this.announce(userId, sessionId, reached, 'llm_call');
           return reached;
         }
-        // Room for this call besides those in flight, each reckoned as large as the largest yet
-        // (before any call has ended here, as large as all that is left: they go one at a time).
-        const held = calls.count === 0 ? 0 : this.largestCall > 0 ? calls.count * this.largestCall : Number.POSITIVE_INFINITY;
-        if (calls.count === 0 || this.reachedOf(limits, { day: used.day + held, month: used.month + held }) === undefined) {
+        if (calls.count === 0 || this.reachedOf(limits, plus(used, held())) === undefined) {
           calls.count += 1;
           return this.permit(userId, calls);
         }
@@ -144,7 +151,8 @@ export class TokenBudgets {
   /** The budgets `userId` has, each with what is used and left and when it resets (`/v1/usage`). */
   async statusOf(userId: string): Promise<BudgetStatus[]> {
     const limits = this.limitsOf(userId);
-    const used = countsPeriods(limits) ? await this.usedBy(userId) : { day: 0, month: 0 };
+    // A read once the user's writes under way have committed: the figures /v1/usage shows beside it.
+    const used = countsPeriods(limits) ? (await this.usedBy(userId, true)).high : { day: 0, month: 0 };
     const now = this.now();
     return BUDGET_NAMES.filter((budget) => limits[budget] > 0).map((budget) => {
       const limit = limits[budget];
@@ -155,31 +163,40 @@ export class TokenBudgets {
   }
 
   /**
-   * The counter's figures for `userId` today and this month, with this process's calls not yet
-   * committed to it: those still uncommitted once the counter answered, a read during which one
-   * of the user's writes committed (it may be in the read or not) being made again.
+   * The use of `userId` to judge `limits` by, with `held` more for the calls in flight: the low
+   * figure of a read when even it reaches a budget, its high one when even that leaves room
+   * (the one read most checks need); when the two disagree (near a budget, while the user's writes
+   * commit), the high figure of a read made once those writes have committed.
    */
-  private async usedBy(userId: string): Promise<{ day: number; month: number }> {
+  private async useToJudge(userId: string, limits: BudgetLimits, held: () => number): Promise<Use> {
+    const { low, high } = await this.usedBy(userId, false);
+    if (this.reachedOf(limits, low)) return low;
+    if (!this.reachedOf(limits, plus(high, held()))) return high;
+    return (await this.usedBy(userId, true)).high;
+  }
+
+  /**
+   * What a read of the counter tells of the use of `userId` today and this month: at least what
+   * it read (`low`), at most that with this process's tokens not yet committed and those whose
+   * write committed during the read (`high`): those may be in the read or not. `settled`: the
+   * read waits first for the user's writes under way to commit (within a bound; in an outage the
+   * read fails), so that the two figures differ by little.
+   */
+  private async usedBy(userId: string, settled: boolean): Promise<{ low: Use; high: Use }> {
     const { day, month } = periodsOf(this.now());
     const state = this.stateOf(userId);
     state.checking += 1;
     try {
-      // The user's writes under way are let commit first (a write the database made visible before
-      // its answer arrived here would be read and counted as uncommitted too), within a bound.
-      await settledWithin(state.writing, WRITE_WAIT_MS);
-      for (let attempt = 1; ; attempt++) {
-        const commits = state.commits;
-        const used = await this.deps.store.used(userId, day, month);
-        // After three reads each overtaken by a commit, the last is taken as it is, counting such a write twice at most.
-        if (state.commits !== commits && attempt < MAX_READS) continue;
-        let today = used.day;
-        let thisMonth = used.since;
-        for (const [uncommittedDay, tokens] of state.uncommitted) {
-          if (uncommittedDay === day) today += tokens;
-          if (uncommittedDay >= month) thisMonth += tokens;
-        }
-        return { day: today, month: thisMonth };
+      if (settled && state.writes.size > 0) await settledWithin(Promise.all(state.writes), WRITE_WAIT_MS);
+      const committedBefore = state.committed;
+      const read = await this.deps.store.used(userId, day, month);
+      const committedDuring = state.committed - committedBefore;
+      const high = { day: read.day + committedDuring, month: read.since + committedDuring };
+      for (const [uncommittedDay, tokens] of state.uncommitted) {
+        if (uncommittedDay === day) high.day += tokens;
+        if (uncommittedDay >= month) high.month += tokens;
       }
+      return { low: { day: read.day, month: read.since }, high };
     } finally {
       state.checking -= 1;
       this.dropIfIdle(userId, state);
@@ -187,7 +204,7 @@ export class TokenBudgets {
   }
 
   /** The first of the user's day and month budgets `used` reaches, if any. */
-  private reachedOf(limits: BudgetLimits, used: { day: number; month: number }): BudgetReached | undefined {
+  private reachedOf(limits: BudgetLimits, used: Use): BudgetReached | undefined {
     const now = this.now();
     if (limits.tokens_per_day > 0 && used.day >= limits.tokens_per_day) {
       return { budget: 'tokens_per_day', limit: limits.tokens_per_day, used: used.day, resetsAt: resetOf('tokens_per_day', now) };
@@ -220,7 +237,7 @@ export class TokenBudgets {
   private stateOf(userId: string): UserState {
     let state = this.users.get(userId);
     if (!state) {
-      state = { count: 0, checking: 0, waiting: [], uncommitted: new Map(), commits: 0, writing: Promise.resolve() };
+      state = { count: 0, checking: 0, waiting: [], uncommitted: new Map(), committed: 0, writes: new Set() };
       this.users.set(userId, state);
     }
     return state;
@@ -255,15 +272,21 @@ export class TokenBudgets {
     const { day } = periodsOf(this.now());
     state.uncommitted.set(day, (state.uncommitted.get(day) ?? 0) + tokens);
     const entry = { userId, day, promptTokens: usage.prompt_tokens, completionTokens: usage.completion_tokens };
-    const committed = () => {
-      state.commits += 1;
+    // Each write on its own: the writer retries a failed one until it commits (or the service
+    // stops), and the writes of calls that end together commit as one statement, whatever their order.
+    const write = this.deps.writer.write(`token-usage:${++this.writes}`, 'count tokens against the budgets', () => this.deps.store.add([entry])).then(
+      () => done(true),
+      () => done(false),
+    );
+    const done = (committed: boolean) => {
+      if (committed) state.committed += tokens;
+      state.writes.delete(write);
       const left = (state.uncommitted.get(day) ?? 0) - tokens;
       if (left > 0) state.uncommitted.set(day, left);
       else state.uncommitted.delete(day);
       this.dropIfIdle(userId, state);
     };
-    // Per user, in order: the writer retries a failed write until it commits (or the service stops).
-    state.writing = this.deps.writer.write(`token-usage:${userId}`, 'count tokens against the budgets', () => this.deps.store.add([entry])).then(committed, committed);
+    state.writes.add(write);
   }
 
   /** Tells the event bus of a refusal (metrics, webhooks, logs); the first of its period in this process is marked so. */
