@@ -8,6 +8,7 @@ import { metricsHandlers } from '../operations/metrics-route.js';
 import { DataDirInUseError } from '../../storage/index.js';
 import { startService } from './service.js';
 import { startLine } from './start-line.js';
+import { CANNOT_LISTEN_EXIT_CODE, cannotListenLine } from './listen-failure.js';
 import { limitHandlers } from '../http/usage-limits.js';
 
 /**
@@ -30,6 +31,11 @@ async function main(): Promise<void> {
     // The workers ask the primary for what is counted once per instance: limits and metrics.
     const handlers = { ...limitHandlers(config.limits), ...metricsHandlers() };
     const code = await runPrimary(config, logger, { handlers }).catch((error: Error) => {
+      const cannotListen = cannotListenLine(error, config.app);
+      if (cannotListen) {
+        logger.error(cannotListen);
+        return CANNOT_LISTEN_EXIT_CODE;
+      }
       logger.error(`start-up failed: ${error.message}`, { stack: error.stack });
       return 1;
     });
@@ -52,6 +58,12 @@ async function serve(config: AppConfig): Promise<void> {
     if (error instanceof DataDirInUseError) {
       logger.error(`start-up refused: ${error.message}`);
       process.exit(1);
+    }
+    // A worker listens on a port of its own on loopback: only a whole service's listening is the operator's to fix.
+    const cannotListen = worker ? undefined : cannotListenLine(error, config.app);
+    if (cannotListen) {
+      logger.error(cannotListen);
+      process.exit(CANNOT_LISTEN_EXIT_CODE);
     }
     logger.error(`start-up failed: ${error.message}`, { stack: error.stack });
     process.exit(1);

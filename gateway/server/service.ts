@@ -38,6 +38,7 @@ import { drainServer, watchConnections } from './drain-server.js';
 import { createInspectRoutes } from '../inspect/inspect-routes.js';
 import { RequestSupervisor } from '../http/request-supervisor.js';
 import { toolServersLine } from './start-line.js';
+import { OpenedParts } from './opened-parts.js';
 import { StartupWork } from './startup-work.js';
 import { createUsageRouter } from '../operations/usage-route.js';
 import { createUsageLimiter } from '../http/usage-limits.js';
@@ -88,8 +89,22 @@ export type RunningService = {
 /** How the service gets its connections: from its own port (the default), or handed over by a cluster primary. */
 export type ServiceOptions = { handedConnections?: { publicPort: number } };
 
-/** The composition root: opens storage, builds the runtime and the app, and listens. */
+/**
+ * The composition root: opens storage, builds the runtime and the app, and listens. A start
+ * that fails closes what it had opened, the last first, and rejects with its error.
+ */
 export async function startService(config: AppConfig, logger: Logger, options: ServiceOptions = {}): Promise<RunningService> {
+  const opened = new OpenedParts(logger);
+  try {
+    return await openService(config, logger, options, opened);
+  } catch (error) {
+    await opened.closeAll();
+    throw error;
+  }
+}
+
+/** Starts the service, noting in `opened` each part it opens until it runs (then its `close` closes them). */
+async function openService(config: AppConfig, logger: Logger, options: ServiceOptions, opened: OpenedParts): Promise<RunningService> {
   const timeouts = httpTimeoutsOf(config);
   const { graph, warnings: graphWarnings } = loadGraph(config.state.graph_path);
   for (const warning of graphWarnings) logger.warn(`state graph ${config.state.graph_path}: ${formatWarning(warning).trim()}`);
@@ -113,40 +128,31 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     onIdleError: (error) => logger.warn(`database connection lost: ${error.message}`),
     onMaintenanceError: (error) => logger.warn(`analyzing the embedded database failed: ${error.message}`),
   });
-  try {
-    await migrateToLatest(database, { vector, embeddingDimensions: config.memory.embedding_dimensions });
-  } catch (error) {
-    await database.close();
-    throw error;
-  }
+  opened.add('the database', () => database.close());
+  await migrateToLatest(database, { vector, embeddingDimensions: config.memory.embedding_dimensions });
   const stores = createStores(database, { memory: { efSearch: config.memory.hnsw_ef_search } });
   const stopLogging = logRuntimeEvents(events, logger);
-  let oauth: OAuthSetup;
-  try {
-    oauth = createOAuthSetup({
-      oauth: config.oauth,
-      publicUrl: config.app.public_url,
-      tokens: stores.tokens,
-      states: stores.oauthStates,
-      events,
-      requireLoginProof: apiKeys.enabled,
-    });
-  } catch (error) {
-    await database.close();
-    throw error;
-  }
+  opened.add('the runtime events log', stopLogging);
+  const oauth: OAuthSetup = createOAuthSetup({
+    oauth: config.oauth,
+    publicUrl: config.app.public_url,
+    tokens: stores.tokens,
+    states: stores.oauthStates,
+    events,
+    requireLoginProof: apiKeys.enabled,
+  });
   const writer = new DurableWriter(events);
+  // Writes a failed start queued (a lease, a count) are not retried past it.
+  opened.add('the durable writer', () => writer.close());
   const startup = new StartupWork();
   // Stops what still starts in the background when the service stops.
   const stopStartup = new AbortController();
-  let memory: LongTermMemory | undefined;
-  try {
-    memory =
-      stores.memories && stores.memoryEmbedder ? await createMemory(config, stores.memories, stores.memoryEmbedder, { events, logger, signal: stopStartup.signal }) : undefined;
-  } catch (error) {
-    await database.close();
-    throw error;
-  }
+  opened.add('the start-up work', async () => {
+    stopStartup.abort(new Error('the service failed to start'));
+    await startup.settled();
+  });
+  const memory: LongTermMemory | undefined =
+    stores.memories && stores.memoryEmbedder ? await createMemory(config, stores.memories, stores.memoryEmbedder, { events, logger, signal: stopStartup.signal }) : undefined;
   if (memory) startup.add('long_term_memory', memory.ready());
   const tools = createMcpRegistry({
     servers: config.mcp_servers,
@@ -157,6 +163,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     events,
     logger,
   });
+  opened.add('the tool servers', () => tools.close());
   // Connects every tool server in parallel, each within its time-out, while the service starts
   // listening; failures retry in the background. A turn waits for these first attempts.
   startup.add('mcp_servers', tools.start());
@@ -180,6 +187,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     probeTimeoutMs: config.llm.health_timeout_ms,
     server: { contextWindow: config.llm.context_window, toolCallParser: config.llm.tool_call_parser, alternateRoles: config.llm.alternate_roles },
   });
+  opened.add('the LLM client', () => llm.close());
   // What the LLM server tells of itself (its context window first of all) is asked while the service starts; a call waits for it briefly.
   void llm.probe();
   // The embedded database serves one process: only PostgreSQL can be shared by several.
@@ -206,6 +214,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
   // Tracing on (an OTLP endpoint set): the SDK is loaded now; off, never.
   const tracingSettings = tracingSettingsOf(config);
   const tracing = tracingSettings ? await startTracing(tracingSettings, (message) => logger.warn(`tracing: spans may not have been sent: ${message}`)) : undefined;
+  if (tracing) opened.add('tracing', () => tracing.shutdown(TRACING_SHUTDOWN_MS));
   // No budget set: nothing is counted and nothing is checked on the turn path.
   const budgets = hasBudgets(config.budgets) ? new TokenBudgets({ config: config.budgets, store: stores.tokenUsage, writer, events }) : undefined;
   const supervisor = new RequestSupervisor({
@@ -225,7 +234,9 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     tools,
     settings: supervisorSettingsOf(config),
   });
+  opened.add('the session actors', () => supervisor.stop());
   // Requests for sessions cached by another process are heard before the first request is served.
+  if (leases) opened.add('the session leases', () => leases.close());
   await leases?.ready();
   const webhookStore = createWebhookRepository(database.db);
   const webhookPolicy = { allowHttp: config.webhooks.allow_http, allowPrivateTargets: config.webhooks.allow_private_targets };
@@ -244,6 +255,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     },
   });
   const metrics = config.metrics.enabled ? new ServiceMetrics({ events, supervisor, webhooks: webhookStore }) : undefined;
+  if (metrics) opened.add('the metrics', () => metrics.close());
   const inspectRoutes = createInspectRoutes({
     enabled: config.inspect.page,
     registry: supervisor.registry,
@@ -263,6 +275,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     eventRetentionMs: config.responses.event_retention_ms,
     onError: (error) => logger.warn(`background responses: ${error.message}`),
   });
+  opened.add('the background responses', () => backgroundRuns.stop(0));
   // Foreground turns whose process died before they answered, and that no request came to finish.
   const abandonedTurns = new AbandonedTurns({
     supervisor,
@@ -279,6 +292,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     { ttlMs: config.sessions.idempotency_ttl_s * 1000, leaseMs: config.sessions.lease_ms },
     (what, error) => logger.warn(`idempotency keys: could not ${what}: ${error instanceof Error ? error.message : String(error)}`),
   );
+  opened.add('the idempotency keys', () => idempotencyKeys.stop());
   let port = config.app.port;
   const limiter = createUsageLimiter(config.limits, logger, budgets);
   const defaults = {
@@ -330,6 +344,7 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     deletion: { supervisor, sessions: stores.sessions, conversations: stores.conversations, memories: stores.memories, calls, steps: stores.turnSteps },
     bodyLimit: config.app.body_limit,
   });
+  opened.add('the MCP endpoint', () => mcp.close());
   const app = createApp({
     tracing,
     supervisor,
@@ -390,10 +405,14 @@ export async function startService(config: AppConfig, logger: Logger, options: S
     : await listen(app, { port: config.app.port, host: config.app.host }, timeouts);
   const watched = watchConnections(server);
   const handed = handedOver ? acceptHandedConnections(server) : undefined;
+  opened.add('the HTTP server', () => new Promise<void>((resolve) => server.close(() => resolve())));
   port = handedOver ? handedOver.publicPort : (server.address() as AddressInfo).port;
   inspector?.start();
+  if (inspector) opened.add('the XState inspector link', () => inspector.stop());
   abandonedTurns.start();
+  opened.add('the sweep of abandoned turns', () => abandonedTurns.stop());
   // Deliveries left pending by an earlier run go out now.
+  opened.add('the webhook dispatcher', () => webhooks.stop());
   await webhooks.start();
   // Not part of `started`: a pooler that loses notifications takes the whole wait to tell.
   const notificationCheck =
