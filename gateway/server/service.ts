@@ -64,6 +64,9 @@ const MCP_PROGRESS_INTERVAL_MS = 100;
 /** How long an approval asked through MCP elicitation waits for the user: a person answers, not a program. */
 const MCP_ELICITATION_TIMEOUT_MS = 10 * 60_000;
 
+/** At shutdown, the least time the writes still queued get to commit, however long the requests took to end. */
+const WRITE_FLUSH_FLOOR_MS = 5_000;
+
 /** At shutdown, how long the spans still queued may take to reach the collector. */
 const TRACING_SHUTDOWN_MS = 5_000;
 
@@ -424,6 +427,9 @@ async function openService(config: AppConfig, logger: Logger, options: ServiceOp
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
+      // The stop's one bound: requests and the writes after them share app.shutdown_timeout_ms, the writes getting at least WRITE_FLUSH_FLOOR_MS.
+      const stopDeadline = Date.now() + config.app.shutdown_timeout_ms;
+      const writesWithin = () => Math.max(stopDeadline - Date.now(), WRITE_FLUSH_FLOOR_MS);
       inspectRoutes.close();
       idempotencyKeys.stop();
       await abandonedTurns.stop();
@@ -439,10 +445,12 @@ async function openService(config: AppConfig, logger: Logger, options: ServiceOp
       await startup.settled();
       await notificationCheck;
       await llm.close();
-      await writer.flush();
+      // A write that keeps failing (the database gone) does not hold the stop: what is left is told and dropped.
+      const unwritten = await writer.flush(writesWithin());
       // After the flush every event of the run is in the outbox; what is not sent stays pending.
       await webhooks.stop();
-      await writer.flush();
+      if (unwritten.size === 0) for (const [operation, count] of await writer.flush(writesWithin())) unwritten.set(operation, count);
+      if (unwritten.size > 0) logger.error(unwrittenLine(unwritten, config.app.shutdown_timeout_ms));
       // Every lease was given back through the writer; none is renewed from now on.
       await leases?.close();
       await mcp.close();
@@ -455,6 +463,13 @@ async function openService(config: AppConfig, logger: Logger, options: ServiceOp
     })());
 
   return { url: `http://${host}:${port}`, port, server, supervisor, events, database, writer, started: startup.settled(), close };
+}
+
+/** The line that tells which writes a stop gave up on: how many, of what. */
+function unwrittenLine(unwritten: Map<string, number>, shutdownMs: number): string {
+  const total = [...unwritten.values()].reduce((sum, count) => sum + count, 0);
+  const what = [...unwritten].map(([operation, count]) => `${count} × ${operation}`).join(', ');
+  return `${total} write${total === 1 ? '' : 's'} not stored: the database did not take ${total === 1 ? 'it' : 'them'} within the stop's time (app.shutdown_timeout_ms, ${shutdownMs} ms): ${what}`;
 }
 
 /** The supervisor's settings from the service's configuration. */

@@ -14,6 +14,9 @@ export type DurableWriterOptions = {
  */
 export class DurableWriter {
   private readonly tails = new Map<string, Promise<unknown>>();
+  /** The writes queued and not yet committed (nor given up), by a number of their own: what each is. */
+  private readonly pending = new Map<number, string>();
+  private written = 0;
   private readonly initialDelayMs: number;
   private readonly maxDelayMs: number;
   private closed = false;
@@ -26,7 +29,9 @@ export class DurableWriter {
   /** Queues `write` behind the earlier writes of `key`; resolves with its result once committed. */
   write<T>(key: string, operation: string, write: () => Promise<T>): Promise<T> {
     const previous = this.tails.get(key) ?? Promise.resolve();
-    const result = previous.then(() => this.retry(operation, write));
+    const id = ++this.written;
+    this.pending.set(id, operation);
+    const result = previous.then(() => this.retry(operation, write)).finally(() => this.pending.delete(id));
     const tail = result.then(
       () => undefined,
       () => undefined,
@@ -38,9 +43,26 @@ export class DurableWriter {
     return result;
   }
 
-  /** Resolves when every queued write has committed (or the writer was closed). */
-  async flush(): Promise<void> {
-    while (this.tails.size > 0) await Promise.all([...this.tails.values()]);
+  /**
+   * Resolves when every queued write has committed (or failed for good), or once `withinMs` have
+   * passed, with the writes still pending then, counted by operation (empty when none is).
+   */
+  async flush(withinMs = Number.POSITIVE_INFINITY): Promise<Map<string, number>> {
+    const deadline = Date.now() + withinMs;
+    while (this.tails.size > 0) {
+      const left = deadline - Date.now();
+      if (left <= 0) break;
+      const all = Promise.all([...this.tails.values()]);
+      if (!Number.isFinite(left)) await all;
+      else {
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([all, new Promise<void>((resolve) => (timer = setTimeout(resolve, left)))]);
+        clearTimeout(timer);
+      }
+    }
+    const byOperation = new Map<string, number>();
+    for (const operation of this.pending.values()) byOperation.set(operation, (byOperation.get(operation) ?? 0) + 1);
+    return byOperation;
   }
 
   /** Stops retrying: writes still failing reject. Used at shutdown after flushing. */

@@ -1,6 +1,8 @@
 import { PGlite } from '@electric-sql/pglite';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
+import { Writable } from 'node:stream';
 import { expect } from 'chai';
+import winston from 'winston';
 import { startFakeLlm, type FakeLlm } from '../../../scripts/fake-llm-server.js';
 import { expectSchema } from '../../support/openai-schema.js';
 import { startTestService, type TestService } from '../../support/service-harness.js';
@@ -193,5 +195,44 @@ describe('database outage', () => {
     }
     expect(answers).to.deep.equal(routes.map((route) => ({ route: routeOf(route), status: 503, retryAfter: '1', code: 'database_unavailable' })));
     await waitFor(async () => (await call('GET', `/conversations/${id}`)).status === 200, 'the conversation to be readable again');
+  });
+});
+
+describe('stopping while the database is down', function () {
+  this.timeout(60_000);
+
+  it("stops within app.shutdown_timeout_ms (and the writes' floor) though a turn's reply write keeps failing, saying which writes it gave up", async () => {
+    const llm = await startFakeLlm();
+    const pglite = await PGlite.create('memory://');
+    const database = new StoppableDatabase(pglite);
+    await database.start();
+    const lines: string[] = [];
+    const logger = winston.createLogger({
+      level: 'warn',
+      transports: [new winston.transports.Stream({ stream: new Writable({ write: (chunk: Buffer, _encoding, done) => done(void lines.push(chunk.toString())) }) })],
+    });
+    const harness = await startTestService({ llm, logger, env: { DB_URL: database.url, SESSIONS_WRITE_WAIT_MS: '200', DB_POOL_SIZE: '2', APP_SHUTDOWN_TIMEOUT_MS: '500' } });
+    try {
+      // The database goes away while the LLM answers: the reply is sent, and its write keeps failing.
+      llm.script({ match: { lastUserIncludes: 'during' }, reply: { content: 'answered during the outage', delayMs: 300 } });
+      const pending = fetch(`${harness.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', 'X-User-ID': 'stuck' },
+        body: JSON.stringify({ messages: [{ role: 'user', content: 'asked during the outage' }] }),
+      });
+      await llm.waitForRequest((request) => JSON.stringify(request.body.messages ?? []).includes('asked during'));
+      await database.stop();
+      expect((await pending).status).to.equal(200);
+      const started = Date.now();
+      await harness.close();
+      // Without a bound it never ended; with it: 500 ms for requests, at least 5 s for the writes, and the stop's other steps.
+      expect(Date.now() - started).to.be.below(15_000);
+      const given = lines.find((line) => line.includes('not stored'));
+      expect(given, lines.join('')).to.match(/\d+ writes? not stored: .*app\.shutdown_timeout_ms, 500 ms\): \d+ × /);
+    } finally {
+      await database.stop();
+      await pglite.close();
+      await llm.close();
+    }
   });
 });
