@@ -441,6 +441,11 @@ export interface EmbedderRecordStore {
    * record in force afterwards (the other one, when it stood).
    */
   record(embedder: EmbedderRecord): Promise<EmbedderRecord>;
+  /**
+   * Records `embedder` unless an embedder is recorded already (one statement: of processes
+   * recording together, the first one's stands); returns the record in force afterwards.
+   */
+  recordFirst(embedder: EmbedderRecord): Promise<EmbedderRecord>;
 }
 
 /** Where per-user tool servers get the user's access token for the identity provider. */

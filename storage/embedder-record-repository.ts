@@ -11,17 +11,27 @@ export function createEmbedderRecordRepository(db: Kysely<DatabaseSchema>): Embe
     return row && toRecord(row);
   }
 
+  async function recordInForce(): Promise<EmbedderRecord> {
+    const recorded = await get();
+    if (!recorded) throw new Error('the memory embedder record vanished while it was being read');
+    return recorded;
+  }
+
   return databaseCalls<EmbedderRecordStore>({
     get,
 
     async record(embedder: EmbedderRecord): Promise<EmbedderRecord> {
-      // One statement, so of processes starting together the first one's choice stands; a
-      // recorded embedder is replaced only while there is no memory its vectors would mix with.
-      const written = await writeRecord(db, embedder, { onlyWithoutMemories: true });
-      if (written) return written;
-      const recorded = await get();
-      if (!recorded) throw new Error('the memory embedder record vanished while it was being read');
-      return recorded;
+      // A recorded embedder is replaced only while there is no memory its vectors would mix with.
+      return (await writeRecord(db, embedder, { onlyWithoutMemories: true })) ?? (await recordInForce());
+    },
+
+    async recordFirst(embedder: EmbedderRecord): Promise<EmbedderRecord> {
+      // One statement: of processes recording together, the first one's choice stands.
+      const { rows } = await sql<{ source: string; model: string | null }>`
+        insert into memory_embedder (id, source, model) values (true, ${embedder.source}, ${embedder.model})
+        on conflict (id) do nothing
+        returning source, model`.execute(db);
+      return rows[0] ? toRecord(rows[0]) : await recordInForce();
     },
   });
 }

@@ -55,16 +55,36 @@ export function createLlmEmbedder(options: Omit<EmbedderOptions, 'mode'>): Embed
  * Chooses the embedder and records it beside the memories, so that their vectors all come
  * from one embedder. `auto` keeps the recorded one; with none recorded it asks the LLM
  * server once: if it embeds a probe text with the configured dimensions, memories use it,
- * otherwise the local embedder. A configured embedder other than the one the stored
+ * otherwise the local embedder; of processes choosing at once, the first to record its choice
+ * has it used by all. A configured embedder other than the one the stored
  * memories were made with is a ConfigError: their vectors would not be comparable. `signal`
  * cancels asking the LLM server; then nothing is recorded.
  */
 export async function chooseEmbedder(options: EmbedderOptions, records: EmbedderRecordStore, signal?: AbortSignal): Promise<{ embedder: Embedder; reason: string }> {
   const recorded = await records.get();
+  if (options.mode === 'auto' && !recorded) return firstChoice(options, records, signal);
   const chosen = options.mode === 'auto' && recorded ? { embedder: embedderOf(recorded, options), reason: 'the stored memories were made with it' } : await configuredEmbedder(options, signal);
   signal?.throwIfAborted();
+  return checked(chosen, await records.record(recordOf(chosen.embedder, options)), options);
+}
+
+/**
+ * `auto`'s choice on a database with no embedder recorded: the probe's, recorded unless another
+ * process recorded its choice meanwhile (two first starts, two workers or instances, racing on
+ * a new database), in which case that one is used: every process embeds with the one recorded.
+ */
+async function firstChoice(options: EmbedderOptions, records: EmbedderRecordStore, signal?: AbortSignal): Promise<{ embedder: Embedder; reason: string }> {
+  const probed = await configuredEmbedder(options, signal);
+  signal?.throwIfAborted();
+  const wanted = recordOf(probed.embedder, options);
+  const inForce = await records.recordFirst(wanted);
+  if (inForce.source === wanted.source && inForce.model === wanted.model) return probed;
+  return checked({ embedder: embedderOf(inForce, options), reason: 'another process starting at the same time chose it first' }, inForce, options);
+}
+
+/** `chosen`, if the record in force names it; otherwise the ConfigError that says how to go on. */
+function checked(chosen: { embedder: Embedder; reason: string }, inForce: EmbedderRecord, options: EmbedderOptions): { embedder: Embedder; reason: string } {
   const wanted = recordOf(chosen.embedder, options);
-  const inForce = await records.record(wanted);
   if (inForce.source !== wanted.source || inForce.model !== wanted.model) {
     throw new ConfigError(
       `the long-term memories were embedded by ${describe(inForce)}, and this configuration embeds with ${describe(wanted)}: their vectors cannot be compared. ` +

@@ -67,6 +67,25 @@ for (const target of databaseTargets().filter((each) => each.hasVector)) {
       expect(again.embedder.source).to.equal('llm');
     });
 
+    it("records one embedder when two first starts with auto choose together, one finding the LLM server's embeddings and the other not: the second uses the first's", async () => {
+      // Two processes' records on one database; the second's LLM server offers no embeddings.
+      const peer = await database.openPeer();
+      const unreachable = await startFakeLlm({ embeddingDimensions: DIMENSIONS, embeddings: false });
+      try {
+        const peerRecords = createEmbedderRecordRepository(peer.db);
+        const [first, second] = await Promise.all([
+          chooseEmbedder(options('auto'), records),
+          chooseEmbedder({ ...options('auto'), baseUrl: unreachable.url }, peerRecords),
+        ]);
+        const recorded = await records.get();
+        expect(first.embedder.source, 'the first start uses the record').to.equal(recorded!.source);
+        expect(second.embedder.source, 'the second start uses the record').to.equal(recorded!.source);
+      } finally {
+        await unreachable.close();
+        if (peer !== database) await peer.close();
+      }
+    });
+
     it('keeps the local embedder that auto chose once, when the LLM server offers embeddings later', async () => {
       llm.setBehaviour({ embeddings: false });
       expect((await chooseEmbedder(options('auto'), records)).embedder.source).to.equal('local');
