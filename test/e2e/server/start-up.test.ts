@@ -151,9 +151,9 @@ describe('start-up with an LLM server that is slow to embed', () => {
     expect(llm.requests.find((request) => request.kind === 'embeddings')!.body.input).to.deep.equal(['probe']);
   });
 
-  it('answers memory turns 503 memory_unavailable, saying why, when the embedder chosen in the background is at odds with the stored memories', async () => {
+  it('uses the embedder another process recorded while its probe waited, whatever the probe found: one embedder per database', async () => {
     harness = await startHeld();
-    // Meanwhile another process stored memories with the local embedder.
+    // Meanwhile another process chose the local embedder and stored memories with it.
     const { db } = harness.service.database;
     await createEmbedderRecordRepository(db).record({ source: 'local', model: null });
     const [embedding] = await createLocalEmbedder(harness.config.memory.embedding_dimensions).embed(['likes tea']);
@@ -161,12 +161,13 @@ describe('start-up with an LLM server that is slow to embed', () => {
     gate.open();
     await harness.service.started;
 
-    const response = await say(harness, 'Hello again');
-    expect(response.status).to.equal(503);
-    const { error } = (await response.json()) as { error: { type: string; code: string; message: string } };
-    expect(error).to.include({ type: 'server_error', code: 'memory_unavailable' });
-    expect(error.message).to.contain("embedded by the local embedder, and this configuration embeds with the LLM server's model");
-    expect(llm.requests.filter((request) => request.kind === 'chat')).to.be.empty;
+    // The probe found the LLM server's embeddings; the record stands, and this process recalls with the local embedder.
+    const response = await say(harness, 'Do I like tea?');
+    expect(response.status).to.equal(200);
+    expect(await createEmbedderRecordRepository(db).get()).to.deep.equal({ source: 'local', model: null });
+    expect(llm.requests.filter((request) => request.kind === 'embeddings').map((request) => request.body.input)).to.deep.equal([['probe']]);
+    const chat = llm.requests.filter((request) => request.kind === 'chat').at(-1)!;
+    expect(JSON.stringify(chat.body.messages)).to.include('likes tea');
   });
 
   it('closes without waiting for the probe, recording nothing: the next start asks the LLM server again', async () => {
